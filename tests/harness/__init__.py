@@ -1,0 +1,1 @@
+"""Test infrastructure for objmount: s3rver and the fault proxy."""
