@@ -1,0 +1,69 @@
+"""Shared pytest fixtures for objmount's Python-driven tests.
+
+Run with Debian's interpreter (boto3 and pytest come from Debian):
+    /usr/bin/python3 -m pytest tests/...
+
+Fixtures here are generic test infrastructure:
+  s3server     session: a private, patched s3rver on a free loopback port
+  bucket       function: a fresh, empty bucket name on s3server
+  s3client     session: boto3 client straight to s3server (botocore retries)
+  s3raw        session: boto3 client straight to s3server, no retries
+  faultproxy   function: a FaultProxy in front of s3server, faults off
+Every server is stopped at the end of its scope, on failure and on Ctrl-C
+too (fixture finalizers, an atexit hook, and PR_SET_PDEATHSIG in the child).
+Fixtures for the objmount CLI and the FUSE mount belong beside these.
+"""
+
+import itertools
+import os
+import sys
+import uuid
+
+import pytest
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+
+from harness.faultproxy import FaultProxy  # noqa: E402
+from harness.s3server import S3Server  # noqa: E402
+
+_bucket_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def s3server():
+    srv = S3Server()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def s3client(s3server):
+    return s3server.client()
+
+
+@pytest.fixture(scope="session")
+def s3raw(s3server):
+    return s3server.client(retries=0)
+
+
+@pytest.fixture
+def bucket(s3server, s3client):
+    """A new empty bucket for this test (name: t<N>-<random>)."""
+    name = "t%d-%s" % (next(_bucket_numbers), uuid.uuid4().hex[:8])
+    s3client.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def faultproxy(s3server):
+    fp = FaultProxy(s3server)
+    fp.start()
+    try:
+        yield fp
+    finally:
+        fp.stop()
