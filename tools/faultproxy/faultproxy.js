@@ -590,39 +590,22 @@ class Proxy {
       req.pipe(upReq);
       return;
     }
-    const throttle = perMiB ? makeThrottle(perMiB) : null;
-    let sent = 0;
-    let finished = false;
-    req.on('data', chunk => {
-      stats.from_clients += chunk.length;
-      if (finished) return; // short_put: the rest is read and dropped
-      if (reset && sent + chunk.length > Number(reset.after_bytes || 0)) {
-        finished = true;
-        ctx.resetRequest = true;
-        this.state.injected('reset', ctx);
-        upReq.destroy();
-        hardReset(req.socket);
-        return;
-      }
-      if (bodyLimit !== null && sent + chunk.length >= bodyLimit) {
-        upReq.end(chunk.subarray(0, bodyLimit - sent));
-        sent = bodyLimit;
-        finished = true;
-        return;
-      }
-      sent += chunk.length;
-      const ok = upReq.write(chunk);
-      const wait = throttle ? throttle(chunk.length) : 0;
-      if (!ok || wait > 0) {
-        req.pause();
-        let pending = (ok ? 0 : 1) + (wait > 0 ? 1 : 0);
-        const done = () => --pending === 0 && req.resume();
-        if (!ok) upReq.once('drain', done);
-        if (wait > 0) setTimeout(done, wait);
-      }
-    });
-    req.on('end', () => {
-      if (!finished) upReq.end();
+    const limit = reset ? Number(reset.after_bytes || 0) : bodyLimit;
+    pump(req, upReq, {
+      throttle: perMiB ? makeThrottle(perMiB) : null,
+      limit,
+      onBytes: n => (stats.from_clients += n),
+      onLimit: part => {
+        if (reset) {
+          ctx.resetRequest = true;
+          this.state.injected('reset', ctx);
+          upReq.destroy();
+          hardReset(req.socket);
+        } else {
+          upReq.end(part); // short_put: the rest is read and dropped
+        }
+      },
+      onEnd: () => upReq.end(),
     });
   }
 
@@ -697,41 +680,21 @@ class Proxy {
       body.pipe(res);
       return;
     }
-    const throttle = perMiB ? makeThrottle(perMiB) : null;
-    let sent = 0;
-    let stopped = false;
     if (limit === 0) {
-      stopped = true;
       res.flushHeaders();
       body.destroy();
       onLimit();
       return;
     }
-    body.on('data', chunk => {
-      if (stopped) return;
-      if (limit !== null && sent + chunk.length >= limit) {
-        const part = chunk.subarray(0, limit - sent);
-        sent = limit;
-        stopped = true;
-        state.stats.bytes.to_clients += part.length;
+    pump(body, res, {
+      throttle: perMiB ? makeThrottle(perMiB) : null,
+      limit,
+      onBytes: n => (state.stats.bytes.to_clients += n),
+      onLimit: part => {
         body.destroy();
         res.write(part, () => onLimit());
-        return;
-      }
-      sent += chunk.length;
-      state.stats.bytes.to_clients += chunk.length;
-      const ok = res.write(chunk);
-      const wait = throttle ? throttle(chunk.length) : 0;
-      if (!ok || wait > 0) {
-        body.pause();
-        let pending = (ok ? 0 : 1) + (wait > 0 ? 1 : 0);
-        const done = () => --pending === 0 && body.resume();
-        if (!ok) res.once('drain', done);
-        if (wait > 0) setTimeout(done, wait);
-      }
-    });
-    body.on('end', () => {
-      if (!stopped) res.end();
+      },
+      onEnd: () => res.end(),
     });
   }
 
@@ -1017,6 +980,53 @@ function makeThrottle(perMiB) {
     bytes += n;
     return Math.max(0, start + (bytes / MiB) * perMiB - Date.now());
   };
+}
+
+// src -> dst with backpressure. throttle(n) says how long to hold a chunk so
+// the stream keeps its pace (a chunk is written at its due time, so the last
+// byte is late by the whole budget). At `limit` bytes onLimit(part) gets the
+// last piece and later data is ignored (src keeps flowing unless destroyed).
+function pump(src, dst, { throttle, limit = null, onLimit, onBytes, onEnd }) {
+  let sent = 0;
+  let stopped = false;
+  let held = 0;
+  let ended = false;
+  const maybeEnd = () => {
+    if (ended && held === 0 && !stopped) onEnd();
+  };
+  const writeAndResume = chunk => {
+    if (dst.write(chunk)) src.resume();
+    else dst.once('drain', () => src.resume());
+  };
+  src.on('data', chunk => {
+    if (stopped) return;
+    if (limit !== null && sent + chunk.length >= limit) {
+      const part = chunk.subarray(0, limit - sent);
+      sent = limit;
+      stopped = true;
+      onBytes(part.length);
+      onLimit(part);
+      return;
+    }
+    sent += chunk.length;
+    onBytes(chunk.length);
+    const wait = throttle ? throttle(chunk.length) : 0;
+    src.pause();
+    if (wait > 0) {
+      held++;
+      setTimeout(() => {
+        held--;
+        writeAndResume(chunk);
+        maybeEnd();
+      }, wait);
+    } else {
+      writeAndResume(chunk);
+    }
+  });
+  src.on('end', () => {
+    ended = true;
+    maybeEnd();
+  });
 }
 
 function hardReset(socket) {
