@@ -419,7 +419,15 @@ class Proxy {
     const state = this.state;
     const prefix = listener === 'front' ? '' : '/s3';
     const t = parseTarget(req.url, prefix);
+    let redirected = false;
+    if (t && listener === 'target') {
+      // pid/utm mark a redirected request; they are not part of the S3 call
+      redirected = t.query.has('pid') && t.query.has('utm');
+      t.query.delete('pid');
+      t.query.delete('utm');
+    }
     const ctx = {
+      redirected,
       listener,
       req,
       res,
@@ -825,7 +833,7 @@ class Proxy {
   // ---- AIStore target ----------------------------------------------------
   target(ctx) {
     const { t, req } = ctx;
-    if (!t.query.has('pid') || !t.query.has('utm')) {
+    if (!ctx.redirected) {
       this.state.stats.target_refused++;
       return this.sendError(ctx, 400, 'BadRequest', 'target: request was not redirected by a gateway (pid/utm missing)');
     }
