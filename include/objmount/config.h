@@ -1,0 +1,90 @@
+/* Options: "-o a=b,c" strings (command line and fstab), the environment, and
+ * validation. One table lists every option with its help text; unknown
+ * options are rejected by name.
+ *
+ * Strings in struct om_config are owned by it and freed by
+ * om_config_free(). Not thread-safe: configure before starting threads. */
+#ifndef OBJMOUNT_CONFIG_H
+#define OBJMOUNT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objmount/creds.h"
+#include "objmount/http.h"
+#include "objmount/log.h"
+#include "objmount/s3.h"
+
+struct om_config {
+    /* what to mount */
+    char *bucket;
+    char *prefix; /* "" or ending in '/' */
+    char *mountpoint;
+
+    /* endpoint */
+    char *endpoint;
+    const char *endpoint_source; /* "option", "AWS_ENDPOINT_URL", ... */
+    char *region;
+    const char *region_source;
+    enum om_addressing addressing;
+    char *ca_bundle;
+    bool no_check_certificate;
+    char *proxy;
+
+    /* credentials */
+    char *credentials;
+    char *aws_profile;
+    bool anonymous;
+
+    /* request engine */
+    uint64_t connect_timeout_ms;
+    uint64_t stall_timeout_ms;
+    uint64_t request_timeout_ms;
+    uint64_t retries; /* attempts after the first */
+    uint64_t retry_base_ms;
+    uint64_t retry_max_ms;
+    uint64_t max_connections;
+    uint64_t max_redirects;
+    bool sign_payload;
+
+    enum om_log_level log_level;
+};
+
+/* Defaults for everything. */
+void om_config_init(struct om_config *cfg);
+void om_config_free(struct om_config *cfg);
+
+/* "BUCKET", "BUCKET:PREFIX" or "BUCKET:/PREFIX" (fstab style). */
+int om_config_set_source(struct om_config *cfg, const char *source, char *err, size_t errlen);
+
+/* Apply one option; value is NULL for a bare flag. Returns 0, -EINVAL (bad
+ * value) or -ENOENT (unknown option), with err naming the option. */
+int om_config_set(struct om_config *cfg, const char *name, const char *value, char *err,
+                  size_t errlen);
+
+/* Apply a comma-separated option string ("a=b,c"; "\," is a literal comma). */
+int om_config_parse_opts(struct om_config *cfg, const char *opts, char *err, size_t errlen);
+
+/* Fill what options left open from the environment and the AWS profile hints
+ * in creds (may be NULL), then check the whole. Endpoint: option,
+ * AWS_ENDPOINT_URL, AIS_ENDPOINT (+"/s3" when it has no path), profile
+ * endpoint_url, else AWS's regional endpoint. Region: option, AWS_REGION,
+ * AWS_DEFAULT_REGION, profile, "us-east-1". CA bundle: option, else
+ * AWS_CA_BUNDLE, used for https endpoints only. */
+int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
+                       size_t errlen);
+
+void om_config_http(const struct om_config *cfg, struct om_http_config *out);
+void om_config_s3(const struct om_config *cfg, struct om_s3_config *out);
+void om_config_creds_options(const struct om_config *cfg, struct om_creds_options *out);
+
+/* The option table, for help output and documentation checks. */
+struct om_option_info {
+    const char *name;
+    const char *arg; /* "SECONDS", "PATH", NULL for flags */
+    const char *help;
+};
+const struct om_option_info *om_config_options(size_t *count);
+
+#endif

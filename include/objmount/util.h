@@ -1,0 +1,60 @@
+/* Small shared helpers: growable buffers, strings, times. */
+#ifndef OBJMOUNT_UTIL_H
+#define OBJMOUNT_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define OM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define OM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define OM_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* A growable byte buffer, always NUL-terminated when data is non-NULL.
+ * Zero-initialise; release with om_buf_free(). Appends return 0 or -ENOMEM
+ * (the buffer is unchanged on failure). */
+struct om_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+};
+
+int om_buf_append(struct om_buf *b, const void *data, size_t len);
+int om_buf_puts(struct om_buf *b, const char *s);
+int om_buf_printf(struct om_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void om_buf_reset(struct om_buf *b);
+void om_buf_free(struct om_buf *b);
+/* Hand the data to the caller (who frees it); the buffer becomes empty.
+ * Returns "" duplicated when empty, or NULL on allocation failure. */
+char *om_buf_steal(struct om_buf *b);
+
+/* snprintf into a fixed buffer; returns -ENAMETOOLONG when truncated. */
+int om_strlcpy(char *dst, const char *src, size_t size);
+
+/* Case-insensitive prefix test; returns the rest of s after the prefix or NULL. */
+const char *om_str_skip_prefix_ci(const char *s, const char *prefix);
+
+/* Trim ASCII whitespace at both ends in place; returns s. */
+char *om_str_trim(char *s);
+
+/* Parse a decimal unsigned integer with optional size suffix
+ * (k, m, g, t, with optional "i" and "b": 8M, 8MiB, 1g). Returns 0 or -EINVAL. */
+int om_parse_size(const char *s, uint64_t *out);
+/* Parse a duration: plain number = seconds; suffixes ms, s, m, h, d.
+ * Result in milliseconds. Returns 0 or -EINVAL. */
+int om_parse_duration_ms(const char *s, uint64_t *out);
+/* Parse a boolean: 1/0, yes/no, true/false, on/off. */
+int om_parse_bool(const char *s, bool *out);
+
+/* ISO 8601 UTC as S3 writes it ("2009-10-12T17:50:30.000Z"). -EINVAL if not. */
+int om_parse_iso8601(const char *s, time_t *out);
+/* RFC 7231 IMF-fixdate ("Wed, 12 Oct 2009 17:50:00 GMT"). */
+int om_parse_http_date(const char *s, time_t *out);
+
+/* Monotonic clock in milliseconds and nanoseconds. */
+uint64_t om_now_ms(void);
+uint64_t om_now_ns(void);
+
+#endif

@@ -1,0 +1,379 @@
+/* Option parsing, environment and validation. */
+#include "objmount/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "objmount/url.h"
+#include "objmount/util.h"
+
+enum opt_kind {
+    K_STRING, /* char * */
+    K_FLAG,   /* bool; "opt" or "opt=yes|no" */
+    K_COUNT,  /* uint64_t */
+    K_SIZE,   /* uint64_t bytes, with suffixes */
+    K_MS,     /* uint64_t milliseconds, from a duration ("5", "5s", "500ms") */
+    K_SPECIAL,
+};
+
+struct opt {
+    struct om_option_info info;
+    enum opt_kind kind;
+    size_t offset;
+    uint64_t min, max;
+};
+
+#define OPT(name, arg, kind, field, min, max, help)                                                \
+    {{name, arg, help}, kind, offsetof(struct om_config, field), min, max}
+#define SPECIAL(name, arg, help)                                                                   \
+    {{name, arg, help}, K_SPECIAL, 0, 0, 0}
+
+static const struct opt options[] = {
+    OPT("endpoint", "URL", K_STRING, endpoint, 0, 0,
+        "S3 endpoint, http(s)://host[:port][/path-prefix]; AIStore: http://gateway:port/s3"),
+    OPT("region", "NAME", K_STRING, region, 0, 0, "region to sign for (default us-east-1)"),
+    SPECIAL("path_style", NULL, "address the bucket in the path: http://host/bucket/key"),
+    SPECIAL("virtual_host", NULL, "address the bucket in the host name: http://bucket.host/key"),
+    OPT("ca_bundle", "PATH", K_STRING, ca_bundle, 0, 0,
+        "CA certificates for https endpoints (default: AWS_CA_BUNDLE, else the system store)"),
+    OPT("no_check_certificate", NULL, K_FLAG, no_check_certificate, 0, 0,
+        "do not verify the TLS certificate of the endpoint (insecure)"),
+    OPT("proxy", "URL", K_STRING, proxy, 0, 0,
+        "HTTP proxy (default: the usual *_proxy variables; loopback is always direct)"),
+    OPT("credentials", "PATH", K_STRING, credentials, 0, 0,
+        "credentials file, mode 0600: ACCESS_KEY:SECRET lines (s3fs format) or AWS ini"),
+    OPT("aws_profile", "NAME", K_STRING, aws_profile, 0, 0,
+        "profile of ~/.aws/credentials and ~/.aws/config to use"),
+    OPT("anonymous", NULL, K_FLAG, anonymous, 0, 0, "send unsigned requests (public buckets)"),
+    OPT("connect_timeout", "SECONDS", K_MS, connect_timeout_ms, 1, 600000,
+        "bound on opening a connection (default 5)"),
+    OPT("stall_timeout", "SECONDS", K_MS, stall_timeout_ms, 1000, 3600000,
+        "abort a request when no byte moves for this long (default 30)"),
+    OPT("request_timeout", "SECONDS", K_MS, request_timeout_ms, 0, 86400000,
+        "bound on one attempt of a request, 0 = none (default 900)"),
+    OPT("retries", "N", K_COUNT, retries, 0, 100,
+        "attempts after the first for transient failures (default 5)"),
+    OPT("retry_base", "SECONDS", K_MS, retry_base_ms, 1, 60000,
+        "first backoff ceiling; doubles per attempt, full jitter (default 0.1)"),
+    OPT("retry_max", "SECONDS", K_MS, retry_max_ms, 1, 600000,
+        "largest backoff between attempts (default 10)"),
+    OPT("max_connections", "N", K_COUNT, max_connections, 1, 1024,
+        "parallel connections to the endpoint (default 64)"),
+    OPT("max_redirects", "N", K_COUNT, max_redirects, 0, 15,
+        "redirect hops followed per request (default 5)"),
+    OPT("sign_payload", NULL, K_FLAG, sign_payload, 0, 0,
+        "sign the SHA-256 of file bodies too (default: UNSIGNED-PAYLOAD plus Content-MD5)"),
+    SPECIAL("log_level", "LEVEL", "error, warn, info or debug (default warn)"),
+};
+
+const struct om_option_info *om_config_options(size_t *count)
+{
+    static struct om_option_info infos[OM_ARRAY_LEN(options)];
+    for (size_t i = 0; i < OM_ARRAY_LEN(options); i++)
+        infos[i] = options[i].info;
+    *count = OM_ARRAY_LEN(options);
+    return infos;
+}
+
+void om_config_init(struct om_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->connect_timeout_ms = 5000;
+    cfg->stall_timeout_ms = 30000;
+    cfg->request_timeout_ms = 900000;
+    cfg->retries = 5;
+    cfg->retry_base_ms = 100;
+    cfg->retry_max_ms = 10000;
+    cfg->max_connections = 64;
+    cfg->max_redirects = 5;
+    cfg->log_level = OM_LOG_WARN;
+}
+
+void om_config_free(struct om_config *cfg)
+{
+    for (size_t i = 0; i < OM_ARRAY_LEN(options); i++) {
+        if (options[i].kind == K_STRING) {
+            char **p = (char **)((char *)cfg + options[i].offset);
+            free(*p);
+        }
+    }
+    free(cfg->bucket);
+    free(cfg->prefix);
+    free(cfg->mountpoint);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+int om_config_set_source(struct om_config *cfg, const char *source, char *err, size_t errlen)
+{
+    const char *colon = strchr(source, ':');
+    size_t blen = colon ? (size_t)(colon - source) : strlen(source);
+    if (blen == 0 || memchr(source, '/', blen)) {
+        snprintf(err, errlen, "'%s' is not BUCKET or BUCKET:PREFIX", source);
+        return -EINVAL;
+    }
+    const char *prefix = colon ? colon + 1 : "";
+    while (*prefix == '/')
+        prefix++;
+    free(cfg->bucket);
+    free(cfg->prefix);
+    cfg->bucket = strndup(source, blen);
+    size_t plen = strlen(prefix);
+    bool slash = plen > 0 && prefix[plen - 1] != '/';
+    if (asprintf(&cfg->prefix, "%s%s", prefix, slash ? "/" : "") < 0)
+        cfg->prefix = NULL;
+    if (!cfg->bucket || !cfg->prefix) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if (strstr(cfg->prefix, "//")) {
+        snprintf(err, errlen, "prefix '%s' has an empty path segment", prefix);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static const struct opt *find_opt(const char *name)
+{
+    for (size_t i = 0; i < OM_ARRAY_LEN(options); i++) {
+        if (strcmp(options[i].info.name, name) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+static int set_special(struct om_config *cfg, const struct opt *o, const char *value, char *err,
+                       size_t errlen)
+{
+    const char *name = o->info.name;
+    if (strcmp(name, "path_style") == 0 || strcmp(name, "virtual_host") == 0) {
+        bool on = true;
+        if (value && om_parse_bool(value, &on)) {
+            snprintf(err, errlen, "option %s: '%s' is not yes or no", name, value);
+            return -EINVAL;
+        }
+        bool path = strcmp(name, "path_style") == 0;
+        if (on)
+            cfg->addressing = path ? OM_ADDR_PATH : OM_ADDR_VHOST;
+        else
+            cfg->addressing = path ? OM_ADDR_VHOST : OM_ADDR_PATH;
+        return 0;
+    }
+    if (strcmp(name, "log_level") == 0) {
+        if (!value || om_log_level_parse(value, &cfg->log_level)) {
+            snprintf(err, errlen, "option log_level: '%s' is not error, warn, info or debug",
+                     value ? value : "");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "option %s is not handled", name);
+    return -EINVAL;
+}
+
+int om_config_set(struct om_config *cfg, const char *name, const char *value, char *err,
+                  size_t errlen)
+{
+    const struct opt *o = find_opt(name);
+    if (!o) {
+        snprintf(err, errlen, "unknown option '%s' (see objmount --help)", name);
+        return -ENOENT;
+    }
+    void *field = (char *)cfg + o->offset;
+    uint64_t v = 0;
+    int rc = 0;
+    switch (o->kind) {
+    case K_SPECIAL:
+        return set_special(cfg, o, value, err, errlen);
+    case K_STRING: {
+        if (!value || !*value) {
+            snprintf(err, errlen, "option %s needs a value: %s=%s", name, name, o->info.arg);
+            return -EINVAL;
+        }
+        char *dup = strdup(value);
+        if (!dup)
+            return -ENOMEM;
+        free(*(char **)field);
+        *(char **)field = dup;
+        return 0;
+    }
+    case K_FLAG: {
+        bool b = true;
+        if (value && om_parse_bool(value, &b)) {
+            snprintf(err, errlen, "option %s: '%s' is not yes or no", name, value);
+            return -EINVAL;
+        }
+        *(bool *)field = b;
+        return 0;
+    }
+    case K_COUNT:
+        if (!value || om_parse_size(value, &v) || strspn(value, "0123456789") != strlen(value))
+            rc = -EINVAL;
+        break;
+    case K_SIZE:
+        if (!value || om_parse_size(value, &v))
+            rc = -EINVAL;
+        break;
+    case K_MS:
+        if (!value || om_parse_duration_ms(value, &v))
+            rc = -EINVAL;
+        break;
+    }
+    if (rc || v < o->min || (o->max && v > o->max)) {
+        snprintf(err, errlen, "option %s: '%s' is not a valid %s", name, value ? value : "",
+                 o->info.arg ? o->info.arg : "value");
+        return -EINVAL;
+    }
+    *(uint64_t *)field = v;
+    return 0;
+}
+
+int om_config_parse_opts(struct om_config *cfg, const char *opts, char *err, size_t errlen)
+{
+    size_t n = strlen(opts);
+    char *item = malloc(n + 1);
+    if (!item)
+        return -ENOMEM;
+    int rc = 0;
+    const char *p = opts;
+    while (*p && rc == 0) {
+        size_t k = 0;
+        for (; *p && *p != ','; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            item[k++] = *p;
+        }
+        item[k] = '\0';
+        if (*p == ',')
+            p++;
+        if (k == 0)
+            continue;
+        char *eq = strchr(item, '=');
+        if (eq)
+            *eq = '\0';
+        rc = om_config_set(cfg, item, eq ? eq + 1 : NULL, err, errlen);
+    }
+    free(item);
+    return rc;
+}
+
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
+                       size_t errlen)
+{
+    const char *v;
+    if (!cfg->region) {
+        if ((v = env_nonempty("AWS_REGION")))
+            cfg->region_source = "AWS_REGION";
+        else if ((v = env_nonempty("AWS_DEFAULT_REGION")))
+            cfg->region_source = "AWS_DEFAULT_REGION";
+        else if (creds && (v = creds->region))
+            cfg->region_source = "AWS profile";
+        else {
+            v = "us-east-1";
+            cfg->region_source = "default";
+        }
+        if (!(cfg->region = strdup(v)))
+            return -ENOMEM;
+    } else {
+        cfg->region_source = "option";
+    }
+    if (!cfg->endpoint) {
+        int n = 0;
+        if ((v = env_nonempty("AWS_ENDPOINT_URL"))) {
+            cfg->endpoint_source = "AWS_ENDPOINT_URL";
+            n = asprintf(&cfg->endpoint, "%s", v);
+        } else if ((v = env_nonempty("AIS_ENDPOINT"))) {
+            /* the cluster URL; its S3 API lives under /s3 */
+            struct om_url u;
+            bool has_path = om_url_parse(v, &u) == 0 && strcmp(u.path, "/") != 0;
+            om_url_free(&u);
+            size_t len = strlen(v);
+            while (len > 0 && v[len - 1] == '/')
+                len--;
+            cfg->endpoint_source = "AIS_ENDPOINT";
+            n = asprintf(&cfg->endpoint, "%.*s%s", (int)len, v, has_path ? "" : "/s3");
+            if (cfg->addressing == OM_ADDR_AUTO)
+                cfg->addressing = OM_ADDR_PATH;
+        } else if (creds && creds->endpoint_url) {
+            cfg->endpoint_source = "AWS profile";
+            n = asprintf(&cfg->endpoint, "%s", creds->endpoint_url);
+        } else {
+            cfg->endpoint_source = "default";
+            n = asprintf(&cfg->endpoint, "https://s3.%s.amazonaws.com", cfg->region);
+        }
+        if (n < 0) {
+            cfg->endpoint = NULL;
+            return -ENOMEM;
+        }
+    } else {
+        cfg->endpoint_source = "option";
+    }
+    struct om_url u;
+    if (om_url_parse(cfg->endpoint, &u) != 0) {
+        snprintf(err, errlen, "endpoint '%s' (from %s) is not an http:// or https:// URL",
+                 cfg->endpoint, cfg->endpoint_source);
+        return -EINVAL;
+    }
+    bool https = u.https;
+    om_url_free(&u);
+    if (!cfg->ca_bundle && https && (v = env_nonempty("AWS_CA_BUNDLE")))
+        cfg->ca_bundle = strdup(v);
+    if (cfg->ca_bundle && https && access(cfg->ca_bundle, R_OK) != 0) {
+        snprintf(err, errlen, "CA bundle %s: %s", cfg->ca_bundle, strerror(errno));
+        return -EINVAL;
+    }
+    if (cfg->retry_base_ms > cfg->retry_max_ms) {
+        snprintf(err, errlen, "retry_base must not exceed retry_max");
+        return -EINVAL;
+    }
+    if (cfg->credentials && cfg->anonymous) {
+        snprintf(err, errlen, "options credentials and anonymous exclude each other");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void om_config_http(const struct om_config *cfg, struct om_http_config *out)
+{
+    om_http_config_defaults(out);
+    out->connect_timeout_ms = (long)cfg->connect_timeout_ms;
+    out->stall_timeout_ms = (long)cfg->stall_timeout_ms;
+    out->request_timeout_ms = (long)cfg->request_timeout_ms;
+    out->max_attempts = (int)cfg->retries + 1;
+    out->retry_base_ms = (long)cfg->retry_base_ms;
+    out->retry_cap_ms = (long)cfg->retry_max_ms;
+    out->max_redirects = (int)cfg->max_redirects;
+    out->max_connections = (int)cfg->max_connections;
+    out->ca_bundle = cfg->ca_bundle;
+    out->verify_tls = !cfg->no_check_certificate;
+    out->proxy = cfg->proxy;
+}
+
+void om_config_s3(const struct om_config *cfg, struct om_s3_config *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->endpoint = cfg->endpoint;
+    out->bucket = cfg->bucket;
+    out->region = cfg->region;
+    out->addressing = cfg->addressing;
+    out->sign_payload = cfg->sign_payload;
+}
+
+void om_config_creds_options(const struct om_config *cfg, struct om_creds_options *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->anonymous = cfg->anonymous;
+    out->credentials_file = cfg->credentials;
+    out->aws_profile = cfg->aws_profile;
+    out->bucket = cfg->bucket;
+}

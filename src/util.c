@@ -1,0 +1,251 @@
+/* Small shared helpers. */
+#include "objmount/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int buf_reserve(struct om_buf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1) {
+        if (cap > SIZE_MAX / 2)
+            return -ENOMEM;
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (!p)
+        return -ENOMEM;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int om_buf_append(struct om_buf *b, const void *data, size_t len)
+{
+    if (buf_reserve(b, len))
+        return -ENOMEM;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int om_buf_puts(struct om_buf *b, const char *s)
+{
+    return om_buf_append(b, s, strlen(s));
+}
+
+int om_buf_printf(struct om_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    if (buf_reserve(b, (size_t)n))
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+void om_buf_reset(struct om_buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void om_buf_free(struct om_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+char *om_buf_steal(struct om_buf *b)
+{
+    char *p = b->data ? b->data : strdup("");
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+int om_strlcpy(char *dst, const char *src, size_t size)
+{
+    size_t n = strlen(src);
+    if (n >= size) {
+        if (size) {
+            memcpy(dst, src, size - 1);
+            dst[size - 1] = '\0';
+        }
+        return -ENAMETOOLONG;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+const char *om_str_skip_prefix_ci(const char *s, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncasecmp(s, prefix, n) == 0 ? s + n : NULL;
+}
+
+char *om_str_trim(char *s)
+{
+    char *start = s;
+    while (*start && isspace((unsigned char)*start))
+        start++;
+    size_t n = strlen(start);
+    while (n > 0 && isspace((unsigned char)start[n - 1]))
+        n--;
+    memmove(s, start, n);
+    s[n] = '\0';
+    return s;
+}
+
+int om_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    uint64_t mult = 1;
+    switch (tolower((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'k':
+        mult = 1ULL << 10;
+        break;
+    case 'm':
+        mult = 1ULL << 20;
+        break;
+    case 'g':
+        mult = 1ULL << 30;
+        break;
+    case 't':
+        mult = 1ULL << 40;
+        break;
+    case 'b':
+        if (end[1] == '\0') {
+            *out = v;
+            return 0;
+        }
+        return -EINVAL;
+    default:
+        return -EINVAL;
+    }
+    if (*end) {
+        end++;
+        if (tolower((unsigned char)*end) == 'i')
+            end++;
+        if (tolower((unsigned char)*end) == 'b')
+            end++;
+        if (*end)
+            return -EINVAL;
+    }
+    if (v > UINT64_MAX / mult)
+        return -EINVAL;
+    *out = v * mult;
+    return 0;
+}
+
+int om_parse_duration_ms(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || v < 0)
+        return -EINVAL;
+    double mult;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        mult = 1000;
+    else if (strcmp(end, "ms") == 0)
+        mult = 1;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        mult = 60e3;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600e3;
+    else if (strcmp(end, "d") == 0)
+        mult = 86400e3;
+    else
+        return -EINVAL;
+    double ms = v * mult;
+    if (ms > 1e15)
+        return -EINVAL;
+    *out = (uint64_t)ms;
+    return 0;
+}
+
+int om_parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"0", "no", "false", "off"};
+    for (size_t i = 0; i < OM_ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int om_parse_iso8601(const char *s, time_t *out)
+{
+    struct tm tm = {0};
+    int n = 0;
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6)
+        return -EINVAL;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -EINVAL;
+    *out = t;
+    return 0;
+}
+
+int om_parse_http_date(const char *s, time_t *out)
+{
+    struct tm tm = {0};
+    const char *end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!end)
+        return -EINVAL;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -EINVAL;
+    *out = t;
+    return 0;
+}
+
+uint64_t om_now_ms(void)
+{
+    return om_now_ns() / 1000000u;
+}
+
+uint64_t om_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,175 @@
+/* S3 layer pieces that need no server: addressing, error mapping, ETag math,
+ * metadata headers. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objmount/s3.h"
+
+static struct om_s3 *client(const char *endpoint, const char *bucket, enum om_addressing a)
+{
+    struct om_creds c = {.anonymous = true};
+    struct om_s3_config cfg = {.endpoint = endpoint, .bucket = bucket, .addressing = a};
+    char err[256];
+    struct om_s3 *s3 = om_s3_new(NULL, &cfg, &c, err, sizeof(err));
+    ck_assert_msg(s3 != NULL, "%s", err);
+    return s3;
+}
+
+START_TEST(test_path_style_urls)
+{
+    struct om_s3 *s3 = client("http://127.0.0.1:9000", "data", OM_ADDR_AUTO);
+    char *u = om_s3_url(s3, "train/a b+c.jpg", NULL);
+    ck_assert_str_eq(u, "http://127.0.0.1:9000/data/train/a%20b%2Bc.jpg");
+    free(u);
+    u = om_s3_url(s3, NULL, "list-type=2&prefix=a%2F");
+    ck_assert_str_eq(u, "http://127.0.0.1:9000/data?list-type=2&prefix=a%2F");
+    free(u);
+    om_s3_free(s3);
+}
+END_TEST
+
+START_TEST(test_endpoint_path_prefix_for_aistore)
+{
+    struct om_s3 *s3 = client("http://gw:51080/s3/", "ais-bucket", OM_ADDR_AUTO);
+    char *u = om_s3_url(s3, "x/y", "uploads=");
+    ck_assert_str_eq(u, "http://gw:51080/s3/ais-bucket/x/y?uploads=");
+    free(u);
+    om_s3_free(s3);
+}
+END_TEST
+
+START_TEST(test_virtual_host_urls)
+{
+    struct om_s3 *s3 = client("https://s3.eu-west-1.amazonaws.com", "my-bucket", OM_ADDR_AUTO);
+    char *u = om_s3_url(s3, "k", NULL);
+    ck_assert_str_eq(u, "https://my-bucket.s3.eu-west-1.amazonaws.com/k");
+    free(u);
+    u = om_s3_url(s3, NULL, "list-type=2");
+    ck_assert_str_eq(u, "https://my-bucket.s3.eu-west-1.amazonaws.com/?list-type=2");
+    free(u);
+    om_s3_free(s3);
+    /* dotted names cannot be virtual hosts under TLS: path style */
+    s3 = client("https://s3.amazonaws.com", "my.bucket", OM_ADDR_AUTO);
+    u = om_s3_url(s3, "k", NULL);
+    ck_assert_str_eq(u, "https://s3.amazonaws.com/my.bucket/k");
+    free(u);
+    om_s3_free(s3);
+    /* forced either way */
+    s3 = client("http://minio.local:9000", "b1", OM_ADDR_VHOST);
+    u = om_s3_url(s3, "k", NULL);
+    ck_assert_str_eq(u, "http://b1.minio.local:9000/k");
+    free(u);
+    om_s3_free(s3);
+    s3 = client("https://s3.amazonaws.com", "bucket1", OM_ADDR_PATH);
+    u = om_s3_url(s3, "k", NULL);
+    ck_assert_str_eq(u, "https://s3.amazonaws.com/bucket1/k");
+    free(u);
+    om_s3_free(s3);
+}
+END_TEST
+
+START_TEST(test_bad_endpoints_rejected)
+{
+    struct om_creds c = {.anonymous = true};
+    char err[256];
+    struct om_s3_config cfg = {.endpoint = "s3.example.com", .bucket = "b"};
+    ck_assert_ptr_null(om_s3_new(NULL, &cfg, &c, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "invalid endpoint"));
+    cfg.endpoint = "http://h/?x=1";
+    ck_assert_ptr_null(om_s3_new(NULL, &cfg, &c, err, sizeof(err)));
+    cfg.endpoint = "http://h";
+    cfg.bucket = "a/b";
+    ck_assert_ptr_null(om_s3_new(NULL, &cfg, &c, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "bucket"));
+}
+END_TEST
+
+START_TEST(test_error_table)
+{
+    ck_assert_int_eq(om_s3_errno(404, "NoSuchKey"), -ENOENT);
+    ck_assert_int_eq(om_s3_errno(404, "NoSuchBucket"), -ENOENT);
+    ck_assert_int_eq(om_s3_errno(403, "AccessDenied"), -EACCES);
+    ck_assert_int_eq(om_s3_errno(403, "SignatureDoesNotMatch"), -EACCES);
+    ck_assert_int_eq(om_s3_errno(403, "RequestTimeTooSkewed"), -EACCES);
+    ck_assert_int_eq(om_s3_errno(412, "PreconditionFailed"), -ESTALE);
+    ck_assert_int_eq(om_s3_errno(400, "BadDigest"), -EBADMSG);
+    ck_assert_int_eq(om_s3_errno(400, "EntityTooLarge"), -EFBIG);
+    ck_assert_int_eq(om_s3_errno(400, "KeyTooLongError"), -ENAMETOOLONG);
+    ck_assert_int_eq(om_s3_errno(503, "SlowDown"), -EAGAIN);
+    ck_assert_int_eq(om_s3_errno(501, "NotImplemented"), -ENOSYS);
+    /* without a code, the status decides */
+    ck_assert_int_eq(om_s3_errno(404, ""), -ENOENT);
+    ck_assert_int_eq(om_s3_errno(403, NULL), -EACCES);
+    ck_assert_int_eq(om_s3_errno(412, ""), -ESTALE);
+    ck_assert_int_eq(om_s3_errno(416, ""), -ERANGE);
+    ck_assert_int_eq(om_s3_errno(500, ""), -EIO);
+    ck_assert_int_eq(om_s3_errno(307, ""), -EREMOTE);
+    ck_assert_int_eq(om_s3_errno(418, "SomethingNew"), -EIO);
+}
+END_TEST
+
+START_TEST(test_multipart_etag)
+{
+    unsigned char md5s[2][OM_MD5_LEN];
+    om_md5("part1", 5, md5s[0]);
+    om_md5("part2", 5, md5s[1]);
+    char etag[OM_ETAG_MAX];
+    om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, 2, etag);
+    ck_assert_str_eq(etag, "620e8b191a353bdc9189840bb3904928-2");
+}
+END_TEST
+
+START_TEST(test_object_headers)
+{
+    struct om_header_list h = {0};
+    om_headers_add(&h, "Content-Length", "1024");
+    om_headers_add(&h, "ETag", "\"d41d8cd98f00b204e9800998ecf8427e\"");
+    om_headers_add(&h, "Last-Modified", "Wed, 12 Oct 2009 17:50:00 GMT");
+    om_headers_add(&h, "Content-Type", "image/jpeg");
+    om_headers_add(&h, "x-amz-meta-mode", "33188"); /* s3fs: decimal 0100644 */
+    om_headers_add(&h, "x-amz-meta-uid", "1000");
+    om_headers_add(&h, "x-amz-meta-gid", "100");
+    om_headers_add(&h, "x-amz-meta-mtime", "1700000000.5");
+    struct om_s3_object o;
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_uint_eq(o.size, 1024);
+    ck_assert_str_eq(o.etag, "d41d8cd98f00b204e9800998ecf8427e");
+    ck_assert_int_eq(o.mtime, 1255369800);
+    ck_assert_str_eq(o.content_type, "image/jpeg");
+    ck_assert(o.has_mode && o.mode == 0100644);
+    ck_assert(o.has_uid && o.uid == 1000);
+    ck_assert(o.has_gid && o.gid == 100);
+    ck_assert(o.has_mtime && o.meta_mtime.tv_sec == 1700000000);
+    ck_assert_int_ge(o.meta_mtime.tv_nsec, 499999000);
+    om_headers_free(&h);
+    /* a ranged answer names the whole size in Content-Range */
+    om_headers_add(&h, "Content-Length", "10");
+    om_headers_add(&h, "Content-Range", "bytes 0-9/5000");
+    om_headers_add(&h, "x-amz-meta-mode", "garbage");
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_uint_eq(o.size, 5000);
+    ck_assert(!o.has_mode);
+    om_headers_free(&h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("s3");
+    TCase *tc = tcase_create("s3");
+    tcase_add_test(tc, test_path_style_urls);
+    tcase_add_test(tc, test_endpoint_path_prefix_for_aistore);
+    tcase_add_test(tc, test_virtual_host_urls);
+    tcase_add_test(tc, test_bad_endpoints_rejected);
+    tcase_add_test(tc, test_error_table);
+    tcase_add_test(tc, test_multipart_etag);
+    tcase_add_test(tc, test_object_headers);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,142 @@
+/* URL parsing, S3 key encoding and redirect resolution. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objmount/url.h"
+
+static char *enc(const char *s, bool keep_slash)
+{
+    struct om_buf b = {0};
+    ck_assert_int_eq(om_uri_encode(&b, s, strlen(s), keep_slash), 0);
+    return om_buf_steal(&b);
+}
+
+START_TEST(test_key_encoding_follows_s3_rules)
+{
+    char *e = enc("a b+c~d%e/f.g_h-i", true);
+    ck_assert_str_eq(e, "a%20b%2Bc~d%25e/f.g_h-i");
+    free(e);
+    e = enc("a/b", false);
+    ck_assert_str_eq(e, "a%2Fb");
+    free(e);
+    e = enc("d\xc3\xa9j\xc3\xa0 vu/\xe6\x97\xa5\xe6\x9c\xac", true); /* déjà vu/日本 */
+    ck_assert_str_eq(e, "d%C3%A9j%C3%A0%20vu/%E6%97%A5%E6%9C%AC");
+    free(e);
+    e = enc("!*'();:@&=$,?#[]", true);
+    ck_assert_str_eq(e, "%21%2A%27%28%29%3B%3A%40%26%3D%24%2C%3F%23%5B%5D");
+    free(e);
+}
+END_TEST
+
+START_TEST(test_decode_keeps_plus_and_bad_escapes)
+{
+    struct om_buf b = {0};
+    ck_assert_int_eq(om_uri_decode(&b, "a+b%20c%2g%", 11), 0);
+    ck_assert_str_eq(b.data, "a+b c%2g%");
+    om_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_parse_urls)
+{
+    struct om_url u;
+    ck_assert_int_eq(om_url_parse("http://127.0.0.1:9000/s3?x=1", &u), 0);
+    ck_assert(!u.https);
+    ck_assert_str_eq(u.host, "127.0.0.1");
+    ck_assert_int_eq(u.port, 9000);
+    ck_assert_str_eq(u.path, "/s3");
+    ck_assert_str_eq(u.query, "x=1");
+    char *h = om_url_host_header(&u);
+    ck_assert_str_eq(h, "127.0.0.1:9000");
+    free(h);
+    om_url_free(&u);
+
+    ck_assert_int_eq(om_url_parse("HTTPS://S3.Example.COM", &u), 0);
+    ck_assert(u.https);
+    ck_assert_int_eq(u.port, 443);
+    ck_assert_str_eq(u.host, "s3.example.com");
+    ck_assert_str_eq(u.path, "/");
+    ck_assert_ptr_null(u.query);
+    h = om_url_host_header(&u);
+    ck_assert_str_eq(h, "s3.example.com");
+    free(h);
+    om_url_free(&u);
+
+    ck_assert_int_eq(om_url_parse("http://[::1]:8080/a", &u), 0);
+    ck_assert_str_eq(u.host, "[::1]");
+    ck_assert_int_eq(u.port, 8080);
+    om_url_free(&u);
+
+    ck_assert_int_eq(om_url_parse("ftp://x/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://:80/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://h:99999/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://user:pw@h/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("localhost:9000", &u), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_redirect_location_keeps_query_verbatim)
+{
+    char *out = NULL;
+    ck_assert_int_eq(om_url_resolve("http://gw:8080/s3/b/k%20ey?partNumber=1&uploadId=x",
+                                    "http://t1:8081/s3/b/k%20ey?partNumber=1&uploadId=x&pid=Ab%2B&utm=17",
+                                    &out),
+                     0);
+    ck_assert_str_eq(out, "http://t1:8081/s3/b/k%20ey?partNumber=1&uploadId=x&pid=Ab%2B&utm=17");
+    free(out);
+}
+END_TEST
+
+START_TEST(test_redirect_path_is_normalized_to_s3_form)
+{
+    char *out = NULL;
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "http://t/s3/b/a b+%7e", &out), 0);
+    ck_assert_str_eq(out, "http://t/s3/b/a%20b%2B~");
+    free(out);
+}
+END_TEST
+
+START_TEST(test_redirect_relative_forms)
+{
+    char *out = NULL;
+    ck_assert_int_eq(om_url_resolve("https://gw:8443/s3/b/k?q", "/other/key?pid=1", &out), 0);
+    ck_assert_str_eq(out, "https://gw:8443/other/key?pid=1");
+    free(out);
+    ck_assert_int_eq(om_url_resolve("https://gw/s3/b/k", "//t2:9/x", &out), 0);
+    ck_assert_str_eq(out, "https://t2:9/x");
+    free(out);
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "k2?a=1", &out), 0);
+    ck_assert_str_eq(out, "http://gw/s3/b/k2?a=1");
+    free(out);
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "gopher://x/", &out), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_normalize_path)
+{
+    char *p = om_uri_normalize_path("/s3/b/%7Ea%2fb c");
+    ck_assert_str_eq(p, "/s3/b/~a/b%20c");
+    free(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("url");
+    TCase *tc = tcase_create("url");
+    tcase_add_test(tc, test_key_encoding_follows_s3_rules);
+    tcase_add_test(tc, test_decode_keeps_plus_and_bad_escapes);
+    tcase_add_test(tc, test_parse_urls);
+    tcase_add_test(tc, test_redirect_location_keeps_query_verbatim);
+    tcase_add_test(tc, test_redirect_path_is_normalized_to_s3_form);
+    tcase_add_test(tc, test_redirect_relative_forms);
+    tcase_add_test(tc, test_normalize_path);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
