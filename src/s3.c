@@ -558,6 +558,34 @@ static int add_md5(struct om_http_req *r, const unsigned char md5[OM_MD5_LEN])
     return om_headers_add(&r->headers, "Content-MD5", b64);
 }
 
+static bool is_md5_hex(const char *etag)
+{
+    if (strlen(etag) != 32)
+        return false;
+    for (const char *p = etag; *p; p++) {
+        if (!isxdigit((unsigned char)*p))
+            return false;
+    }
+    return true;
+}
+
+/* A returned ETag that is an MD5 must be the MD5 that was sent: anything else
+ * means the server stored other bytes. Servers whose ETags are not MD5s
+ * (AIStore may do this) are checked by size after commit instead. */
+static int check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], const char *op,
+                          const char *key, struct om_s3_error *err)
+{
+    char want[2 * OM_MD5_LEN + 1];
+    om_hex(md5, OM_MD5_LEN, want);
+    if (!is_md5_hex(etag) || strcasecmp(etag, want) == 0)
+        return 0;
+    if (err)
+        snprintf(err->message, sizeof(err->message),
+                 "server ETag %s differs from the MD5 sent %s", etag, want);
+    om_warn("%s %s: server ETag %s differs from the MD5 sent %s", op, key, etag, want);
+    return -EBADMSG;
+}
+
 /* ---- HEAD ---- */
 
 int om_s3_head(struct om_s3 *s3, const char *key, struct om_s3_object *obj,
@@ -732,8 +760,13 @@ int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body
         rc = add_put_opts(&c.req, opts);
     if (!rc)
         rc = call_perform(&c, err);
-    if (!rc)
-        copy_etag(om_headers_get(&c.req.resp_headers, "ETag"), etag);
+    char got[OM_ETAG_MAX];
+    if (!rc) {
+        copy_etag(om_headers_get(&c.req.resp_headers, "ETag"), got);
+        rc = check_md5_etag(got, md5, "PutObject", key, err);
+        if (etag)
+            om_strlcpy(etag, got, OM_ETAG_MAX);
+    }
     if (rc == -ESTALE && opts && opts->if_none_match)
         rc = -EEXIST;
     call_cleanup(&c);
@@ -815,17 +848,6 @@ int om_s3_mpu_create(struct om_s3 *s3, const char *key, const struct om_s3_put_o
     return rc;
 }
 
-static bool is_md5_hex(const char *etag)
-{
-    if (strlen(etag) != 32)
-        return false;
-    for (const char *p = etag; *p; p++) {
-        if (!isxdigit((unsigned char)*p))
-            return false;
-    }
-    return true;
-}
-
 static int part_build(struct om_s3 *s3, struct om_s3_part_put *p)
 {
     struct om_buf q = {0};
@@ -851,18 +873,12 @@ static void part_finish(struct om_s3_part_put *p)
     int rc = call_result(&p->call, &p->err);
     if (!rc) {
         copy_etag(om_headers_get(&p->call.req.resp_headers, "ETag"), p->etag);
-        char want[2 * OM_MD5_LEN + 1];
-        om_hex(p->md5, OM_MD5_LEN, want);
         if (!p->etag[0]) {
             rc = -EBADMSG;
             snprintf(p->err.message, sizeof(p->err.message), "part %d: no ETag in the answer",
                      p->number);
-        } else if (is_md5_hex(p->etag) && strcasecmp(p->etag, want) != 0) {
-            rc = -EBADMSG;
-            snprintf(p->err.message, sizeof(p->err.message),
-                     "part %d: server ETag %s differs from the MD5 sent %s", p->number, p->etag,
-                     want);
-            om_warn("UploadPart %s: %s", p->key, p->err.message);
+        } else {
+            rc = check_md5_etag(p->etag, p->md5, "UploadPart", p->key, &p->err);
         }
     }
     p->error = rc;

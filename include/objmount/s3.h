@@ -134,7 +134,8 @@ struct om_s3_put_opts {
 };
 
 /* PUT body as key with Content-MD5 = md5 (required). etag (OM_ETAG_MAX, may be
- * NULL) receives the returned ETag. */
+ * NULL) receives the returned ETag. A returned ETag that is an MD5 other than
+ * md5 is -EBADMSG (the server stored other bytes). */
 int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body,
               const unsigned char md5[OM_MD5_LEN], const struct om_s3_put_opts *opts,
               char *etag, struct om_s3_error *err);

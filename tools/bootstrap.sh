@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Install every build and test dependency of objmount on Debian 12, then the
+# pinned Node.js test servers. Idempotent: what is present is left alone.
+#
+#   tools/bootstrap.sh            everything (build, tests, loaders, benchmarks)
+#   tools/bootstrap.sh --check    report what is missing, install nothing
+#
+# Exits non-zero with a clear message when a package cannot be installed.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+# Build: compiler, meson, the libraries objmount links.
+build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
+            libxml2-dev check)
+# Tests: the S3 server runs on Node.js; data is seeded and checked with boto3.
+test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc)
+
+check_only=false
+[[ "${1:-}" == "--check" ]] && check_only=true
+
+say() { printf 'bootstrap: %s\n' "$*"; }
+die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
+
+missing_pkgs() {
+    local p
+    for p in "$@"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            printf '%s\n' "$p"
+        fi
+    done
+}
+
+run_root() {
+    if [[ $(id -u) -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root to run: $* (run this script as root or install sudo)"
+    fi
+}
+
+command -v dpkg-query >/dev/null 2>&1 || die "this script needs Debian (dpkg-query not found)"
+
+wanted=("${build_pkgs[@]}" "${test_pkgs[@]}")
+# Node.js: Debian's nodejs and npm unless a node with npm is already installed
+# (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    wanted+=(nodejs npm)
+fi
+
+mapfile -t todo < <(missing_pkgs "${wanted[@]}")
+if ((${#todo[@]})); then
+    if $check_only; then
+        say "missing Debian packages: ${todo[*]}"
+        exit 1
+    fi
+    say "installing: ${todo[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    run_root apt-get update -qq || die "apt-get update failed (is the Debian archive reachable?)"
+    if ! run_root apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null; then
+        die "apt-get install failed for: ${todo[*]}"
+    fi
+    mapfile -t still < <(missing_pkgs "${todo[@]}")
+    ((${#still[@]} == 0)) || die "packages still missing after install: ${still[*]}"
+else
+    say "Debian packages present"
+fi
+
+command -v node >/dev/null 2>&1 || die "node not found after installing nodejs"
+command -v npm >/dev/null 2>&1 || die "npm not found after installing npm"
+[[ -e /dev/fuse ]] || say "warning: /dev/fuse is missing: FUSE mounts will fail"
+
+# s3rver, pinned by the committed lock file, patched by patch-package.
+node_dir="$root/tools/node"
+stamp="$node_dir/node_modules/.objmount-lock-sha256"
+want=$(cat "$node_dir/package-lock.json" "$node_dir"/patches/*.patch | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    say "node modules present"
+elif $check_only; then
+    say "node modules missing or stale in $node_dir"
+    exit 1
+else
+    say "installing node modules from $node_dir/package-lock.json"
+    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+        die "npm ci failed in $node_dir (is the npm registry reachable?)"
+    printf '%s\n' "$want" >"$stamp"
+fi
+say "ready"

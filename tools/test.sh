@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run every test of objmount from a fresh clone: install what is missing,
+# build, unit tests, unit tests under AddressSanitizer + UBSan, then the
+# integration, fault and loader tests against a real S3 server.
+#
+#   tools/test.sh              everything
+#   tools/test.sh -k EXPR      pass EXPR to pytest (unit tests still run)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+"$root/tools/bootstrap.sh"
+
+build="$root/build"
+asan="$root/build-asan"
+
+echo "== build"
+[[ -f "$build/build.ninja" ]] || meson setup "$build" --buildtype=debugoptimized >/dev/null
+ninja -C "$build"
+
+echo "== unit tests"
+meson test -C "$build" --suite unit --print-errorlogs
+
+echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+[[ -f "$asan/build.ninja" ]] ||
+    meson setup "$asan" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+ninja -C "$asan"
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+    meson test -C "$asan" --suite unit --print-errorlogs
+
+echo "== integration, fault and loader tests"
+export OBJMOUNT_BUILD_DIR="$build"
+/usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "$@"
