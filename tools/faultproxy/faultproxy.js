@@ -361,7 +361,7 @@ class Proxy {
 
   async start() {
     const mk = (name, handler) => {
-      const server = http.createServer({ requestTimeout: 0, headersTimeout: 120000 }, handler);
+      const server = http.createServer({ requestTimeout: 0, headersTimeout: 120000, highWaterMark: 256 * 1024 }, handler);
       server.keepAliveTimeout = 60000;
       server.on('connection', socket => {
         this.state.stats.connections.opened++;
