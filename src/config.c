@@ -18,6 +18,7 @@ enum opt_kind {
     K_COUNT,  /* uint64_t */
     K_SIZE,   /* uint64_t bytes, with suffixes */
     K_MS,     /* uint64_t milliseconds, from a duration ("5", "5s", "500ms") */
+    K_OCTAL,  /* uint64_t, octal digits */
     K_SPECIAL,
 };
 
@@ -69,7 +70,50 @@ static const struct opt options[] = {
     OPT("sign_payload", NULL, K_FLAG, sign_payload, 0, 0,
         "sign the SHA-256 of file bodies too (default: UNSIGNED-PAYLOAD plus Content-MD5)"),
     SPECIAL("log_level", "LEVEL", "error, warn, info or debug (default warn)"),
+    OPT("ro", NULL, K_FLAG, ro, 0, 0, "mount read-only: every write is refused with EROFS"),
+    SPECIAL("rw", NULL, "mount read-write (the default)"),
+    OPT("allow_other", NULL, K_FLAG, allow_other, 0, 0,
+        "let users other than the mounting one use the mount (needs user_allow_other in "
+        "/etc/fuse.conf for non-root)"),
+    OPT("default_permissions", NULL, K_FLAG, default_permissions, 0, 0,
+        "let the kernel check permissions against mode, uid and gid"),
+    OPT("uid", "UID", K_COUNT, uid, 0, 4294967294ULL,
+        "owner of every file (default: the object's x-amz-meta-uid, else the mounting user)"),
+    OPT("gid", "GID", K_COUNT, gid, 0, 4294967294ULL,
+        "group of every file (default: the object's x-amz-meta-gid, else the mounting group)"),
+    OPT("umask", "OCTAL", K_OCTAL, umask, 0, 0777, "permission bits to clear (default 022)"),
+    OPT("file_mode", "OCTAL", K_OCTAL, file_mode, 0, 07777,
+        "permissions of files without x-amz-meta-mode (default 0666 & ~umask)"),
+    OPT("dir_mode", "OCTAL", K_OCTAL, dir_mode, 0, 07777,
+        "permissions of directories (default 0777 & ~umask)"),
+    OPT("profile", "NAME", K_STRING, profile, 0, 0,
+        "tuning profile: 'training' caches metadata for the whole mount and keeps the page "
+        "cache across opens (data sets that do not change during a run)"),
+    OPT("attr_timeout", "SECONDS", K_MS, attr_timeout_ms, 0, 31536000000ULL,
+        "how long sizes, times and ETags are trusted (default 10; training: 1 day)"),
+    OPT("entry_timeout", "SECONDS", K_MS, entry_timeout_ms, 0, 31536000000ULL,
+        "how long names and directory listings are trusted (default 10; training: 1 day)"),
+    OPT("negative_timeout", "SECONDS", K_MS, negative_timeout_ms, 0, 31536000000ULL,
+        "how long a missing name is remembered (default 5; training: 1 day)"),
+    OPT("keep_cache", NULL, K_FLAG, keep_cache, 0, 0,
+        "keep the kernel page cache across opens without comparing ETags"),
+    OPT("memory_limit", "SIZE", K_SIZE, memory_limit, 16ULL << 20, 1ULL << 40,
+        "budget of read buffers, shared by all open files (default: RAM/8, 256 MiB to 4 GiB)"),
+    OPT("part_size", "SIZE", K_SIZE, part_size, 1ULL << 20, 5ULL << 30,
+        "size of one ranged GET of a sequential read and of one upload part (default 8M)"),
+    OPT("prefetch_initial", "SIZE", K_SIZE, prefetch_initial, 64ULL << 10, 1ULL << 30,
+        "first prefetch window of a sequential reader (default 1M)"),
+    OPT("prefetch_max", "SIZE", K_SIZE, prefetch_max, 1ULL << 20, 16ULL << 30,
+        "largest prefetch window per open file; it doubles from prefetch_initial (default 128M)"),
+    OPT("small_file_size", "SIZE", K_SIZE, small_file_size, 0, 1ULL << 30,
+        "objects up to this size are fetched whole by the first read (default 1M)"),
+    OPT("threads", "N", K_COUNT, threads, 1, 1024, "most FUSE worker threads (default 32)"),
+    OPT("max_readahead", "SIZE", K_SIZE, max_readahead, 0, 16ULL << 20,
+        "kernel readahead per file (default 1M)"),
+    SPECIAL("foreground", NULL, "stay in the foreground (same as -f)"),
 };
+
+_Static_assert(OM_ARRAY_LEN(options) <= 64, "set_mask has one bit per option");
 
 const struct om_option_info *om_config_options(size_t *count)
 {
@@ -92,6 +136,27 @@ void om_config_init(struct om_config *cfg)
     cfg->max_connections = 64;
     cfg->max_redirects = 5;
     cfg->log_level = OM_LOG_WARN;
+    cfg->uid = getuid();
+    cfg->gid = getgid();
+    cfg->umask = 022;
+    cfg->attr_timeout_ms = 10000;
+    cfg->entry_timeout_ms = 10000;
+    cfg->negative_timeout_ms = 5000;
+    cfg->part_size = 8ULL << 20;
+    cfg->prefetch_initial = 1ULL << 20;
+    cfg->prefetch_max = 128ULL << 20;
+    cfg->small_file_size = 1ULL << 20;
+    cfg->threads = 32;
+    cfg->max_readahead = 1ULL << 20;
+}
+
+bool om_config_is_set(const struct om_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < OM_ARRAY_LEN(options); i++) {
+        if (strcmp(options[i].info.name, name) == 0)
+            return cfg->set_mask & (1ULL << i);
+    }
+    return false;
 }
 
 void om_config_free(struct om_config *cfg)
@@ -163,6 +228,14 @@ static int set_special(struct om_config *cfg, const struct opt *o, const char *v
             cfg->addressing = path ? OM_ADDR_VHOST : OM_ADDR_PATH;
         return 0;
     }
+    if (strcmp(name, "rw") == 0) {
+        cfg->ro = false;
+        return 0;
+    }
+    if (strcmp(name, "foreground") == 0) {
+        cfg->foreground = true;
+        return 0;
+    }
     if (strcmp(name, "log_level") == 0) {
         if (!value || om_log_level_parse(value, &cfg->log_level)) {
             snprintf(err, errlen, "option log_level: '%s' is not error, warn, info or debug",
@@ -186,6 +259,7 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
     void *field = (char *)cfg + o->offset;
     uint64_t v = 0;
     int rc = 0;
+    cfg->set_mask |= 1ULL << (o - options);
     switch (o->kind) {
     case K_SPECIAL:
         return set_special(cfg, o, value, err, errlen);
@@ -222,6 +296,14 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
         if (!value || om_parse_duration_ms(value, &v))
             rc = -EINVAL;
         break;
+    case K_OCTAL: {
+        char *end = NULL;
+        if (!value || !*value || strspn(value, "01234567") != strlen(value))
+            rc = -EINVAL;
+        else
+            v = strtoull(value, &end, 8);
+        break;
+    }
     }
     if (rc || v < o->min || (o->max && v > o->max)) {
         snprintf(err, errlen, "option %s: '%s' is not a valid %s", name, value ? value : "",
@@ -270,6 +352,8 @@ static const char *env_nonempty(const char *name)
 int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
                        size_t errlen)
 {
+    if (cfg->finalized)
+        return 0;
     const char *v;
     if (!cfg->region) {
         if ((v = env_nonempty("AWS_REGION")))
@@ -332,6 +416,40 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         snprintf(err, errlen, "CA bundle %s: %s", cfg->ca_bundle, strerror(errno));
         return -EINVAL;
     }
+    if (cfg->profile && strcmp(cfg->profile, "training") != 0 &&
+        strcmp(cfg->profile, "default") != 0) {
+        snprintf(err, errlen, "option profile: '%s' is not 'training' or 'default'", cfg->profile);
+        return -EINVAL;
+    }
+    if (cfg->profile && strcmp(cfg->profile, "training") == 0) {
+        const uint64_t day = 86400000;
+        if (!om_config_is_set(cfg, "attr_timeout"))
+            cfg->attr_timeout_ms = day;
+        if (!om_config_is_set(cfg, "entry_timeout"))
+            cfg->entry_timeout_ms = day;
+        if (!om_config_is_set(cfg, "negative_timeout"))
+            cfg->negative_timeout_ms = day;
+        if (!om_config_is_set(cfg, "keep_cache"))
+            cfg->keep_cache = true;
+    }
+    if (!om_config_is_set(cfg, "file_mode"))
+        cfg->file_mode = 0666 & ~cfg->umask;
+    if (!om_config_is_set(cfg, "dir_mode"))
+        cfg->dir_mode = 0777 & ~cfg->umask;
+    if (cfg->memory_limit == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 2ULL << 30;
+        cfg->memory_limit = OM_MIN(OM_MAX(ram / 8, 256ULL << 20), 4ULL << 30);
+    }
+    if (cfg->prefetch_initial > cfg->prefetch_max) {
+        snprintf(err, errlen, "prefetch_initial must not exceed prefetch_max");
+        return -EINVAL;
+    }
+    if (cfg->part_size * 4 > cfg->memory_limit) {
+        snprintf(err, errlen, "memory_limit must hold at least four parts (part_size %llu)",
+                 (unsigned long long)cfg->part_size);
+        return -EINVAL;
+    }
     if (cfg->retry_base_ms > cfg->retry_max_ms) {
         snprintf(err, errlen, "retry_base must not exceed retry_max");
         return -EINVAL;
@@ -340,6 +458,7 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         snprintf(err, errlen, "options credentials and anonymous exclude each other");
         return -EINVAL;
     }
+    cfg->finalized = true;
     return 0;
 }
 

@@ -99,6 +99,7 @@ struct om_http_xfer {
     bool body_sent;    /* some request body bytes went out this attempt */
     bool delivered;    /* the sink saw data this attempt */
     bool stalled;      /* aborted by the stall watchdog */
+    bool sink_stop;    /* the sink wanted no more data */
     uint64_t progress_ms;
     curl_off_t last_dl, last_ul;
     int sink_error;
@@ -318,6 +319,10 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     if (req->sink.data) {
         x->delivered = true;
         int rc = req->sink.data(req->sink.ud, p, len);
+        if (rc == OM_HTTP_SINK_STOP) {
+            x->sink_stop = true;
+            return 0;
+        }
         if (rc) {
             x->sink_error = rc < 0 ? rc : -EIO;
             return 0;
@@ -480,6 +485,7 @@ static int start_attempt(struct om_http_xfer *x)
     x->delivered = false;
     x->sink_error = 0;
     x->stalled = false;
+    x->sink_stop = false;
     x->last_dl = x->last_ul = 0;
     x->progress_ms = om_now_ms();
     x->curl_err[0] = '\0';
@@ -682,6 +688,13 @@ static void attempt_done(struct om_http_xfer *x, CURLcode cc)
     if (cancelled) {
         req->error = -ECANCELED;
         snprintf(req->errmsg, sizeof(req->errmsg), "cancelled");
+        finish(x);
+        return;
+    }
+    if (x->sink_stop && is_2xx(status)) {
+        req->error = 0;
+        req->errmsg[0] = '\0';
+        req->body_bytes = x->received;
         finish(x);
         return;
     }

@@ -1127,42 +1127,51 @@ static void list_sink_reset(void *ud)
     l->parser = NULL;
 }
 
-int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                    char **next_token, struct om_s3_error *err)
+static int list_query(const struct om_s3_list_params *p, struct om_buf *q)
 {
-    if (next_token)
-        *next_token = NULL;
-    struct om_buf q = {0};
-    int rc = om_buf_puts(&q, "list-type=2");
+    int rc = om_buf_puts(q, "list-type=2");
     if (!rc)
-        rc = add_param(&q, "prefix", p->prefix);
+        rc = add_param(q, "prefix", p->prefix);
     if (!rc)
-        rc = add_param(&q, "delimiter", p->delimiter);
+        rc = add_param(q, "delimiter", p->delimiter);
     if (!rc)
-        rc = add_param(&q, "start-after", p->start_after);
+        rc = add_param(q, "start-after", p->start_after);
     if (!rc)
-        rc = add_param(&q, "continuation-token", p->continuation);
+        rc = add_param(q, "continuation-token", p->continuation);
     if (!rc && p->max_keys > 0)
-        rc = om_buf_printf(&q, "&max-keys=%d", p->max_keys);
-    struct om_s3_call c;
+        rc = om_buf_printf(q, "&max-keys=%d", p->max_keys);
+    return rc;
+}
+
+static int list_build(struct om_s3 *s3, struct om_s3_call *c, struct list_ctx *l,
+                      const struct om_s3_list_params *p)
+{
+    struct om_buf q = {0};
+    int rc = list_query(p, &q);
     if (!rc)
-        rc = call_init(&c, s3, "GET", "ListObjectsV2", NULL, q.data);
+        rc = call_init(c, s3, "GET", "ListObjectsV2", NULL, q.data);
     om_buf_free(&q);
-    if (rc)
-        return rc;
-    struct list_ctx l = {.cb = cb, .ud = ud};
-    c.req.sink = (struct om_http_sink){list_sink_data, list_sink_reset, &l};
-    rc = call_perform(&c, err);
-    if (!rc && !l.parser) /* an empty 2xx body */
-        rc = -EBADMSG;
     if (!rc)
-        rc = om_list_parser_finish(l.parser);
-    if (!rc && om_list_parser_is_error(l.parser))
+        c->req.sink = (struct om_http_sink){list_sink_data, list_sink_reset, l};
+    return rc;
+}
+
+/* After the request: 0 or -errno; *next_token as for om_s3_list_page. */
+static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_token,
+                       struct om_s3_error *err)
+{
+    int rc = call_result(c, err);
+    if (!rc && !l->parser) /* an empty 2xx body */
+        rc = -EBADMSG;
+    bool stopped = !rc && om_list_parser_stopped(l->parser);
+    if (!rc)
+        rc = om_list_parser_finish(l->parser);
+    if (!rc && om_list_parser_is_error(l->parser))
         rc = -EIO;
     if (rc == -EBADMSG && err)
         snprintf(err->message, sizeof(err->message), "malformed ListObjectsV2 answer");
-    if (!rc && next_token && om_list_parser_truncated(l.parser)) {
-        const char *t = om_list_parser_next_token(l.parser);
+    if (!rc && !stopped && next_token && om_list_parser_truncated(l->parser)) {
+        const char *t = om_list_parser_next_token(l->parser);
         if (!t || !*t) {
             rc = -EBADMSG;
             if (err)
@@ -1172,9 +1181,106 @@ int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list
             rc = -ENOMEM;
         }
     }
-    om_list_parser_free(l.parser);
+    om_list_parser_free(l->parser);
+    l->parser = NULL;
+    return rc;
+}
+
+int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
+                    char **next_token, struct om_s3_error *err)
+{
+    if (next_token)
+        *next_token = NULL;
+    struct om_s3_call c;
+    struct list_ctx l = {.cb = cb, .ud = ud};
+    int rc = list_build(s3, &c, &l, p);
+    if (!rc) {
+        om_http_perform(s3->http, &c.req);
+        rc = list_finish(&c, &l, next_token, err);
+    }
     call_cleanup(&c);
     return rc;
+}
+
+/* ---- lookup: HEAD key and LIST key/ at once ---- */
+
+struct pair_wait {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int pending;
+};
+
+static void pair_done(struct om_http_req *req, void *ud)
+{
+    (void)req;
+    struct pair_wait *w = ud;
+    pthread_mutex_lock(&w->m);
+    w->pending--;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->m);
+}
+
+static int first_entry(void *ud, const struct om_list_entry *e)
+{
+    (void)e;
+    *(bool *)ud = true;
+    return OM_LIST_STOP;
+}
+
+int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
+                 struct om_s3_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    char *prefix = NULL;
+    if (asprintf(&prefix, "%s/", key) < 0)
+        return -ENOMEM;
+    struct om_s3_call head, list;
+    struct list_ctx l = {.cb = first_entry, .ud = &out->is_dir};
+    struct om_s3_list_params p = {.prefix = prefix, .max_keys = 1};
+    int rc = call_init(&head, s3, "HEAD", "HeadObject", key, NULL);
+    int rl = list_build(s3, &list, &l, &p);
+    free(prefix);
+    struct pair_wait w = {.pending = 0};
+    pthread_mutex_init(&w.m, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    if (!rc && !rl) {
+        w.pending = 2;
+        if ((rc = om_http_submit(s3->http, &head.req, pair_done, &w)) != 0)
+            w.pending--;
+        if ((rl = om_http_submit(s3->http, &list.req, pair_done, &w)) != 0)
+            w.pending--;
+        pthread_mutex_lock(&w.m);
+        while (w.pending > 0)
+            pthread_cond_wait(&w.cv, &w.m);
+        pthread_mutex_unlock(&w.m);
+    }
+    struct om_s3_error herr, lerr;
+    if (!rc)
+        rc = call_result(&head, &herr);
+    if (!rl)
+        rl = list_finish(&list, &l, NULL, &lerr);
+    else
+        om_list_parser_free(l.parser);
+    if (!rc) {
+        out->is_file = true;
+        om_s3_object_from_headers(&head.req.resp_headers, &out->obj);
+    }
+    call_cleanup(&head);
+    call_cleanup(&list);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.m);
+    if (rl == 0 && out->is_dir)
+        return 0; /* a directory wins over a file of the same name */
+    if (rc == 0 && (rl == 0 || rl == -ENOENT))
+        return 0;
+    if (rc == -ENOENT && rl == 0)
+        return -ENOENT;
+    /* a real failure on either side */
+    int e = rc && rc != -ENOENT ? rc : rl;
+    if (err)
+        *err = rc && rc != -ENOENT ? herr : lerr;
+    out->is_file = false;
+    return e;
 }
 
 int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,

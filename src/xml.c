@@ -57,6 +57,7 @@ struct om_list_parser {
     bool url_encoded;
     bool is_error;
     bool saw_root;
+    bool stopped;
     char *next_token;
     struct om_buf last_key;
 };
@@ -204,8 +205,12 @@ static void emit(struct om_list_parser *p, bool is_prefix)
         .etag = p->etag.data ? p->etag.data : "",
     };
     int rc = p->cb(p->ud, &e);
-    if (rc)
+    if (rc == OM_LIST_STOP) {
+        p->stopped = true;
+        xmlStopParser(p->ctx);
+    } else if (rc) {
         set_error(p, rc < 0 ? rc : -ECANCELED);
+    }
 }
 
 static void on_end(void *ctx, const xmlChar *localname, const xmlChar *prefix, const xmlChar *uri)
@@ -296,20 +301,24 @@ struct om_list_parser *om_list_parser_new(om_list_cb cb, void *ud, uint64_t skip
 
 int om_list_parser_feed(struct om_list_parser *p, const char *data, size_t len)
 {
-    while (len > 0 && !p->error) {
+    if (p->stopped)
+        return OM_LIST_STOP;
+    while (len > 0 && !p->error && !p->stopped) {
         int n = len > (1 << 20) ? (1 << 20) : (int)len;
-        if (xmlParseChunk(p->ctx, data, n, 0) != 0 && !p->error)
+        if (xmlParseChunk(p->ctx, data, n, 0) != 0 && !p->error && !p->stopped)
             p->error = -EBADMSG;
         data += n;
         len -= (size_t)n;
     }
-    return p->error;
+    return p->error ? p->error : p->stopped ? OM_LIST_STOP : 0;
 }
 
 int om_list_parser_finish(struct om_list_parser *p)
 {
     if (p->error)
         return p->error;
+    if (p->stopped)
+        return 0;
     if (xmlParseChunk(p->ctx, NULL, 0, 1) != 0 && !p->error)
         p->error = -EBADMSG;
     if (!p->error && (!p->saw_root || p->depth != 0))
@@ -335,6 +344,11 @@ const char *om_list_parser_last_key(const struct om_list_parser *p)
 uint64_t om_list_parser_entries(const struct om_list_parser *p)
 {
     return p->entries;
+}
+
+bool om_list_parser_stopped(const struct om_list_parser *p)
+{
+    return p->stopped;
 }
 
 bool om_list_parser_is_error(const struct om_list_parser *p)

@@ -49,6 +49,32 @@ struct om_config {
     bool sign_payload;
 
     enum om_log_level log_level;
+
+    /* the mount */
+    bool foreground;
+    bool debug_fuse;
+    bool ro;
+    bool allow_other;
+    bool default_permissions;
+    uint64_t uid, gid;
+    uint64_t umask, file_mode, dir_mode;
+    char *profile; /* "default" or "training" */
+    uint64_t attr_timeout_ms;
+    uint64_t entry_timeout_ms;
+    uint64_t negative_timeout_ms;
+    bool keep_cache; /* keep the page cache across opens without checking ETags */
+
+    /* the read path */
+    uint64_t memory_limit; /* bytes of read buffers; 0 = sized to the machine */
+    uint64_t part_size;
+    uint64_t prefetch_initial;
+    uint64_t prefetch_max;
+    uint64_t small_file_size;
+    uint64_t threads;
+    uint64_t max_readahead;
+
+    uint64_t set_mask; /* bit i: option i of the table was given */
+    bool finalized;
 };
 
 /* Defaults for everything. */
@@ -78,6 +104,9 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
 void om_config_http(const struct om_config *cfg, struct om_http_config *out);
 void om_config_s3(const struct om_config *cfg, struct om_s3_config *out);
 void om_config_creds_options(const struct om_config *cfg, struct om_creds_options *out);
+
+/* Was the option given (on the command line or in fstab)? */
+bool om_config_is_set(const struct om_config *cfg, const char *name);
 
 /* The option table, for help output and documentation checks. */
 struct om_option_info {

@@ -67,10 +67,14 @@ struct om_http_body {
     uint64_t len;
 };
 
+/* Returned by a sink to end the transfer early as a success (the rest of the
+ * body is not wanted; the connection is closed). */
+#define OM_HTTP_SINK_STOP 1
+
 /* Where a 2xx response body goes. Called on the loop thread. */
 struct om_http_sink {
-    /* Return 0 to continue, or a negative errno to end the request with
-     * that error (not retried). */
+    /* Return 0 to continue, OM_HTTP_SINK_STOP to end early with success, or a
+     * negative errno to end the request with that error (not retried). */
     int (*data)(void *ud, const char *p, size_t n);
     /* Called before a new attempt when data may have been delivered: the sink
      * must forget it. */

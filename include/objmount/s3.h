@@ -211,6 +211,18 @@ int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list
 int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
                    void *ud, struct om_s3_error *err);
 
+/* What a name is: HEAD key and LIST "key/" (one entry) sent at once. A
+ * directory (some key under "key/", or a "key/" marker) wins over an object
+ * of the same name. Returns 0 with is_file or is_dir set, -ENOENT when
+ * neither exists, or another negative errno when a request failed. */
+struct om_s3_lookup {
+    bool is_file;
+    bool is_dir;
+    struct om_s3_object obj; /* when is_file */
+};
+int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
+                 struct om_s3_error *err);
+
 /* Check that the bucket answers a listing with these credentials. skew_s
  * (may be NULL) receives server time minus local time from the Date header. */
 int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err);

@@ -25,7 +25,10 @@ struct om_list_entry {
     const char *etag; /* without quotes; "" when absent */
 };
 
-/* Return 0 to go on, or a negative errno to stop the parse with that error. */
+/* Return 0 to go on, OM_LIST_STOP to end the parse early without error
+ * (the rest of the document is ignored), or a negative errno to stop the
+ * parse with that error. */
+#define OM_LIST_STOP 1
 typedef int (*om_list_cb)(void *ud, const struct om_list_entry *e);
 
 struct om_list_parser;
@@ -34,9 +37,11 @@ struct om_list_parser;
  * document order are parsed but not reported (used when a page is fetched
  * again after a failed attempt). NULL on ENOMEM. */
 struct om_list_parser *om_list_parser_new(om_list_cb cb, void *ud, uint64_t skip);
-/* Feed body bytes. Returns 0, the callback's error, or -EBADMSG. */
+/* Feed body bytes. Returns 0, OM_LIST_STOP once the callback stopped the
+ * parse, the callback's error, or -EBADMSG. */
 int om_list_parser_feed(struct om_list_parser *p, const char *data, size_t len);
-/* End of body. Returns 0 or -EBADMSG (truncated or malformed document). */
+/* End of body. Returns 0 or -EBADMSG (truncated or malformed document);
+ * 0 after a stop. */
 int om_list_parser_finish(struct om_list_parser *p);
 
 /* Results after finish. next_token is owned by the parser. */
@@ -45,6 +50,8 @@ const char *om_list_parser_next_token(const struct om_list_parser *p);
 /* Last key (or NextMarker) seen: the start-after for a V1-style follow-up. */
 const char *om_list_parser_last_key(const struct om_list_parser *p);
 uint64_t om_list_parser_entries(const struct om_list_parser *p);
+/* True when the callback ended the parse with OM_LIST_STOP. */
+bool om_list_parser_stopped(const struct om_list_parser *p);
 /* True when the document was an <Error> (some servers answer 200 with one). */
 bool om_list_parser_is_error(const struct om_list_parser *p);
 void om_list_parser_free(struct om_list_parser *p);

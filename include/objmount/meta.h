@@ -1,0 +1,117 @@
+/* The namespace: inodes, names <-> keys, attribute and listing caches.
+ *
+ * Keys map to paths by '/'. A directory exists when some key has its prefix
+ * or a "dir/" marker object exists; when both "a" and "a/..." exist the
+ * directory wins and the object is hidden. Names that cannot be file names
+ * (empty, ".", "..", longer than 255 bytes) are skipped with one log line.
+ *
+ * Listings (ListObjectsV2 with delimiter '/') are streamed page by page into
+ * directory handles; every entry primes the size, time and ETag of its name,
+ * so stat after readdir costs no request. A complete listing is kept for
+ * entry_timeout and answers lookups, positive and negative.
+ *
+ * Inode numbers are stable while the kernel knows the inode; lookup counts
+ * follow fuse_lowlevel.h (every successful lookup and every readdirplus
+ * entry counts one; forget subtracts).
+ *
+ * All functions are thread-safe. One mutex guards the whole namespace and is
+ * never held across a network request. */
+#ifndef OBJMOUNT_META_H
+#define OBJMOUNT_META_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "objmount/s3.h"
+
+#define OM_ROOT_INO 1
+
+struct om_meta_config {
+    const char *prefix; /* key prefix of the mount root: "" or "dir/" */
+    uint64_t attr_ttl_ms;
+    uint64_t entry_ttl_ms;
+    uid_t uid;
+    gid_t gid;
+    mode_t file_mode; /* permission bits */
+    mode_t dir_mode;
+    bool force_uid, force_gid, force_mode; /* ignore x-amz-meta-* for these */
+    bool ro;
+};
+
+/* What stat() shows for an inode. */
+struct om_attr {
+    uint64_t ino;
+    mode_t mode; /* type and permissions */
+    uid_t uid;
+    gid_t gid;
+    uint64_t size;
+    struct timespec mtime;
+    char etag[OM_ETAG_MAX];
+};
+
+struct om_meta;
+
+/* NULL on ENOMEM. s3 is borrowed. */
+struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg);
+void om_meta_free(struct om_meta *m);
+
+/* Resolve name in directory parent. On success counts one kernel lookup of
+ * the child and fills out. -ENOENT when missing, -ENOTDIR when parent is not
+ * a directory, -ENAMETOOLONG, or the error of a failed request. */
+int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out);
+
+/* Drop n kernel lookups. */
+void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n);
+
+/* Attributes of ino, refreshed with a HEAD when older than attr_timeout.
+ * -ENOENT when the object is gone, -ESTALE for an unknown ino. */
+int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out);
+
+/* Open ino for reading: fresh attributes, the key (caller frees *key) and
+ * whether the kernel page cache may be kept (the ETag is the one cached
+ * before). Takes a reference released by om_meta_close(). */
+int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
+                 struct om_attr *out, bool *keep_cache);
+void om_meta_close(struct om_meta *m, uint64_t ino);
+
+/* ---- directories ---- */
+
+struct om_dirh;
+
+int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out);
+
+/* Adds one entry to the caller's reply buffer; returns 0 when it fit, 1 when
+ * the buffer is full (the entry was not added). */
+typedef int (*om_meta_fill_fn)(void *ud, const char *name, const struct om_attr *attr,
+                               off_t next_off);
+
+/* Entries from offset off ("." and ".." first), until fill reports a full
+ * buffer or the listing ends. With plus, every entry that fit counts one
+ * kernel lookup. Fetches further listing pages as needed. Returns 0 or the
+ * error of a failed listing request. */
+int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
+                    om_meta_fill_fn fill, void *ud);
+void om_meta_releasedir(struct om_meta *m, struct om_dirh *d);
+
+/* ---- statistics ---- */
+
+struct om_meta_stats {
+    uint64_t inodes;
+    uint64_t lookups;
+    uint64_t lookups_cached;   /* answered without a request */
+    uint64_t lookups_negative; /* answered ENOENT */
+    uint64_t getattrs;
+    uint64_t getattrs_cached;
+    uint64_t list_pages;
+    uint64_t list_entries;
+    uint64_t skipped_names;
+};
+void om_meta_get_stats(struct om_meta *m, struct om_meta_stats *out);
+
+/* Fill a struct stat from attributes. */
+void om_attr_to_stat(const struct om_attr *a, struct stat *st);
+
+#endif

@@ -1,0 +1,73 @@
+/* The read path: per-handle read state over one global buffer pool.
+ *
+ * - Objects up to small_file_size are fetched whole by the first read.
+ * - Sequential readers get a prefetch window that doubles from
+ *   prefetch_initial to prefetch_max, fetched as parallel ranged GETs of up
+ *   to part_size each.
+ * - Random reads fetch what is asked, rounded to 64 KiB, and keep it for
+ *   re-reads; they start no prefetch.
+ * - Every GET carries If-Match with the ETag seen at open, so one open
+ *   never mixes two versions of an object.
+ * - Buffers come from one pool with a byte budget. Prefetch only uses what
+ *   is free above a reserve; a read that needs data evicts unused buffers
+ *   (least recently used first) or waits for some to be released.
+ *
+ * Thread-safe: one pool lock guards every reader's buffers; it is never
+ * held during a copy to the caller or a request. */
+#ifndef OBJMOUNT_READER_H
+#define OBJMOUNT_READER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "objmount/s3.h"
+
+struct om_readers_config {
+    uint64_t memory_limit;
+    uint64_t part_size;
+    uint64_t prefetch_initial;
+    uint64_t prefetch_max;
+    uint64_t small_file_size;
+};
+
+struct om_readers;
+struct om_reader;
+
+/* NULL on ENOMEM. s3 is borrowed. */
+struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg);
+/* Every reader must be closed first. */
+void om_readers_free(struct om_readers *rs);
+
+/* A read handle on key as seen at open (size, etag; etag may be ""). NULL
+ * on ENOMEM. */
+struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
+                                 const char *etag);
+
+/* Read [off, off+len) into buf. Returns the bytes read, which is less than
+ * len only at the end of the object (0 at or past it, without a request), or
+ * -EIO when the bytes cannot all be fetched (after the engine's retries, or
+ * because the object changed since open). Never a short read mid-object.
+ * Caller holds no lock. */
+ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off);
+
+/* Cancel prefetches, wait for requests in flight, free everything. */
+void om_reader_close(struct om_reader *r);
+
+struct om_readers_stats {
+    uint64_t reads;
+    uint64_t read_bytes;
+    uint64_t hits;      /* reads served entirely from buffers already there */
+    uint64_t gets;      /* ranged GETs started */
+    uint64_t get_bytes;
+    uint64_t prefetch_gets;
+    uint64_t get_errors;
+    uint64_t waits;     /* reads that waited for buffer space */
+    uint64_t evictions;
+    uint64_t memory_used;
+    uint64_t memory_peak;
+    uint64_t memory_limit;
+    uint64_t open_readers;
+};
+void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
+
+#endif

@@ -1,0 +1,329 @@
+/* objmount: mount an S3 or AIStore bucket as a directory.
+ *
+ *   objmount BUCKET[:PREFIX] MOUNTPOINT [-o opt,...] [-f] [-d]
+ *
+ * Checks the bucket before mounting, so that a missing bucket, refused
+ * credentials, an unreachable endpoint or a skewed clock end with one clear
+ * line and a non-zero exit, with nothing mounted. Without -f the daemon
+ * detaches and the command returns only once the mount is ready (0), or with
+ * the daemon's error (1). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "objmount/client.h"
+#include "objmount/config.h"
+#include "objmount/fs.h"
+#include "objmount/log.h"
+
+static const char usage[] =
+    "usage: objmount BUCKET[:PREFIX] MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
+    "\n"
+    "  -o OPTIONS   comma-separated options (see below and doc/options.md)\n"
+    "  -f           stay in the foreground, log to stderr\n"
+    "  -d           foreground with debug logging\n"
+    "  -h, --help   this text\n"
+    "  -V           version\n"
+    "\n"
+    "Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AIS_AUTHN_TOKEN,\n"
+    "-o credentials=FILE or -o anonymous. Endpoint: -o endpoint=URL, AWS_ENDPOINT_URL or\n"
+    "AIS_ENDPOINT.\n"
+    "\n"
+    "options:\n";
+
+static void print_usage(FILE *f)
+{
+    fputs(usage, f);
+    size_t n;
+    const struct om_option_info *o = om_config_options(&n);
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s%s", o[i].name, o[i].arg ? "=" : "",
+                 o[i].arg ? o[i].arg : "");
+        fprintf(f, "  %-26s %s\n", name, o[i].help);
+    }
+}
+
+/* ---- reporting to the waiting parent ---- */
+
+static int report_fd = -1;
+
+/* One line to stderr (and to the parent waiting for the daemon). */
+static void fail_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail_line(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (report_fd >= 0) {
+        dprintf(report_fd, "E%s\n", msg);
+        close(report_fd);
+        report_fd = -1;
+    }
+    fprintf(stderr, "objmount: %s\n", msg);
+}
+
+static void report_ready(void)
+{
+    if (report_fd >= 0) {
+        if (write(report_fd, "OK\n", 3) != 3)
+            om_warn("could not tell the parent that the mount is ready");
+        close(report_fd);
+        report_fd = -1;
+    }
+}
+
+/* Fork; the parent waits for the child's verdict and exits with it. */
+static void daemonize_early(void)
+{
+    int p[2];
+    if (pipe(p) != 0) {
+        perror("objmount: pipe");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("objmount: fork");
+        exit(1);
+    }
+    if (pid > 0) {
+        close(p[1]);
+        char buf[1100];
+        size_t n = 0;
+        ssize_t r;
+        while (n < sizeof(buf) - 1 && (r = read(p[0], buf + n, sizeof(buf) - 1 - n)) != 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                break;
+            n += (size_t)r;
+        }
+        buf[n] = '\0';
+        if (strncmp(buf, "OK", 2) == 0)
+            exit(0);
+        /* the child already printed its error on the shared stderr */
+        if (n == 0)
+            fprintf(stderr, "objmount: the daemon exited before the mount was ready\n");
+        exit(1);
+    }
+    close(p[0]);
+    report_fd = p[1];
+    setsid();
+}
+
+/* After the mount is ready: detach from the terminal. */
+static void detach_stdio(void)
+{
+    int fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+}
+
+/* ---- the bucket check ---- */
+
+static int check_bucket(struct om_config *cfg)
+{
+    struct om_client probe;
+    char err[512];
+    int rc = om_client_open(&probe, cfg, err, sizeof(err));
+    if (rc) {
+        fail_line("%s", err);
+        return rc;
+    }
+    long skew = 0;
+    struct om_s3_error e;
+    rc = om_s3_check_bucket(probe.s3, &skew, &e);
+    const char *b = cfg->bucket, *ep = cfg->endpoint;
+    if (rc == 0) {
+        if (skew > 300 || skew < -300)
+            om_warn("the local clock differs from %s by %ld s; requests may be refused", ep, skew);
+    } else if (strcmp(e.code, "RequestTimeTooSkewed") == 0) {
+        fail_line("%s refuses requests: the local clock differs from the server's by %ld s "
+                  "(fix the time, e.g. with chrony or systemd-timesyncd)",
+                  ep, skew);
+    } else if (rc == -ENOENT) {
+        fail_line("bucket '%s' does not exist at %s%s%s", b, ep, e.code[0] ? ": " : "", e.code);
+    } else if (rc == -EACCES) {
+        fail_line("access to bucket '%s' at %s denied (%s%s%s); credentials from %s", b, ep,
+                  e.code[0] ? e.code : "HTTP 403", e.message[0] ? ": " : "", e.message,
+                  probe.creds.source);
+    } else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT) {
+        fail_line("cannot reach %s: %s", ep, e.message[0] ? e.message : strerror(-rc));
+    } else {
+        fail_line("checking bucket '%s' at %s failed: %s (HTTP %ld%s%s%s%s)", b, ep,
+                  strerror(-rc), e.status, e.code[0] ? " " : "", e.code, e.message[0] ? ": " : "",
+                  e.message);
+    }
+    om_client_close(&probe);
+    return rc;
+}
+
+/* ---- main ---- */
+
+static int add_fuse_opt(struct fuse_args *args, const char *opt)
+{
+    return fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, opt) ? -ENOMEM : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct om_config cfg;
+    om_config_init(&cfg);
+    char err[512];
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    bool debug = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            print_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            printf("objmount 0.1.0\n");
+            return 0;
+        } else if (strcmp(a, "-f") == 0) {
+            cfg.foreground = true;
+        } else if (strcmp(a, "-d") == 0) {
+            cfg.foreground = true;
+            debug = true;
+        } else if (strncmp(a, "-o", 2) == 0) {
+            const char *opts = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!opts) {
+                fprintf(stderr, "objmount: -o needs options\n");
+                return 2;
+            }
+            if (om_config_parse_opts(&cfg, opts, err, sizeof(err))) {
+                fprintf(stderr, "objmount: %s\n", err);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "objmount: unknown argument '%s' (see objmount --help)\n", a);
+            return 2;
+        } else if (npos < 2) {
+            pos[npos++] = a;
+        } else {
+            fprintf(stderr, "objmount: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (npos != 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    if (debug)
+        cfg.log_level = OM_LOG_DEBUG;
+    om_log_init("objmount", cfg.log_level, false);
+    if (om_config_set_source(&cfg, pos[0], err, sizeof(err))) {
+        fprintf(stderr, "objmount: %s\n", err);
+        return 2;
+    }
+    char mnt[PATH_MAX];
+    struct stat st;
+    if (!realpath(pos[1], mnt) || stat(mnt, &st) != 0) {
+        fprintf(stderr, "objmount: mount point %s: %s\n", pos[1], strerror(errno));
+        return 1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "objmount: mount point %s is not a directory\n", pos[1]);
+        return 1;
+    }
+    cfg.mountpoint = strdup(mnt);
+
+    if (!cfg.foreground)
+        daemonize_early();
+    if (check_bucket(&cfg))
+        return 1;
+
+    struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+    char fsname[600];
+    snprintf(fsname, sizeof(fsname), "fsname=%s%s%s,subtype=objmount", cfg.bucket,
+             cfg.prefix[0] ? ":/" : "", cfg.prefix);
+    int rc = fuse_opt_add_arg(&args, "objmount") ? -ENOMEM : 0;
+    if (!rc)
+        rc = add_fuse_opt(&args, fsname);
+    if (!rc && cfg.allow_other)
+        rc = add_fuse_opt(&args, "allow_other");
+    if (!rc && cfg.default_permissions)
+        rc = add_fuse_opt(&args, "default_permissions");
+    if (!rc && cfg.ro)
+        rc = add_fuse_opt(&args, "ro");
+    if (!rc && debug)
+        rc = fuse_opt_add_arg(&args, "-d") ? -ENOMEM : 0;
+    if (rc) {
+        fail_line("out of memory");
+        return 1;
+    }
+
+    struct om_fs fs;
+    memset(&fs, 0, sizeof(fs));
+    struct fuse_session *se = fuse_session_new(&args, &om_fs_ops, sizeof(om_fs_ops), &fs);
+    fuse_opt_free_args(&args);
+    if (!se) {
+        fail_line("cannot create the FUSE session");
+        return 1;
+    }
+    if (fuse_set_signal_handlers(se) != 0) {
+        fail_line("cannot install signal handlers");
+        fuse_session_destroy(se);
+        return 1;
+    }
+    if (fuse_session_mount(se, cfg.mountpoint) != 0) {
+        fail_line("cannot mount on %s (is /dev/fuse usable, and the mount point free?)",
+                  cfg.mountpoint);
+        fuse_remove_signal_handlers(se);
+        fuse_session_destroy(se);
+        return 1;
+    }
+
+    struct om_client client;
+    rc = om_client_open(&client, &cfg, err, sizeof(err));
+    if (!rc && (rc = om_fs_init(&fs, &cfg, &client)) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        om_client_close(&client);
+    }
+    if (rc) {
+        fail_line("%s", err);
+        fuse_session_unmount(se);
+        fuse_remove_signal_handlers(se);
+        fuse_session_destroy(se);
+        return 1;
+    }
+    om_info("mounted %s%s%s on %s (endpoint %s)", cfg.bucket, cfg.prefix[0] ? ":" : "",
+            cfg.prefix, cfg.mountpoint, cfg.endpoint);
+    if (!cfg.foreground) {
+        om_log_init("objmount", cfg.log_level, true);
+        if (chdir("/") != 0)
+            om_warn("chdir /: %s", strerror(errno));
+        report_ready();
+        detach_stdio();
+    }
+
+    struct fuse_loop_config *lc = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(lc, (unsigned)cfg.threads);
+    fuse_loop_cfg_set_idle_threads(lc, 8);
+    rc = fuse_session_loop_mt(se, lc);
+    fuse_loop_cfg_destroy(lc);
+
+    om_info("unmounting %s", cfg.mountpoint);
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    om_fs_destroy(&fs);
+    om_client_close(&client);
+    om_config_free(&cfg);
+    return rc == 0 ? 0 : 1;
+}

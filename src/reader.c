@@ -1,0 +1,579 @@
+/* The read path: segments of objects in pooled buffers, sequential
+ * prefetch, random reads, a byte budget.
+ *
+ * A reader keeps a sorted list of non-overlapping segments, each one ranged
+ * GET into its own mmap'd buffer (so freed memory really leaves the
+ * process). Segment state, reader lists and the pool's LRU are guarded by
+ * rs->lock; GET completions arrive on the engine thread and take it too.
+ * A segment is evictable when it is ready and nobody has it pinned. */
+#include "objmount/reader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "objmount/log.h"
+#include "objmount/util.h"
+
+#define RANDOM_ALIGN (64 * 1024)
+#define MIN_CHUNK (256 * 1024)
+#define MAX_SEGMENTS_PER_READER 256
+
+enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
+
+struct seg {
+    struct om_reader *r;
+    uint64_t off, len;
+    char *buf;
+    size_t maplen;
+    enum seg_state state;
+    int error;
+    int pins;
+    bool dead; /* no longer in the reader's list; freed when the GET ends */
+    bool in_lru;
+    bool prefetch;
+    struct seg *next; /* reader list, by offset */
+    struct seg *lru_prev, *lru_next;
+    struct om_s3_get get;
+};
+
+struct om_readers {
+    struct om_s3 *s3;
+    struct om_readers_config cfg;
+    uint64_t reserve; /* kept free for reads that need data now */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t used;
+    struct seg *lru_head, *lru_tail; /* oldest first */
+    struct om_readers_stats st;
+};
+
+struct om_reader {
+    struct om_readers *rs;
+    char *key;
+    uint64_t size;
+    char etag[OM_ETAG_MAX];
+    struct seg *segs;
+    int nsegs;
+    uint64_t pos;    /* end of the last read */
+    uint64_t ahead;  /* sequential frontier: data is requested up to here */
+    uint64_t window; /* current prefetch window */
+    uint64_t streak; /* sequential bytes read since the window last grew */
+    int loading;     /* GETs in flight */
+    bool closing;
+};
+
+/* ---- pool ---- */
+
+static void lru_remove(struct om_readers *rs, struct seg *s)
+{
+    if (!s->in_lru)
+        return;
+    if (s->lru_prev)
+        s->lru_prev->lru_next = s->lru_next;
+    else
+        rs->lru_head = s->lru_next;
+    if (s->lru_next)
+        s->lru_next->lru_prev = s->lru_prev;
+    else
+        rs->lru_tail = s->lru_prev;
+    s->lru_prev = s->lru_next = NULL;
+    s->in_lru = false;
+}
+
+static void lru_push(struct om_readers *rs, struct seg *s)
+{
+    if (s->in_lru || s->dead || s->pins > 0 || s->state != SEG_READY)
+        return;
+    s->lru_prev = rs->lru_tail;
+    s->lru_next = NULL;
+    if (rs->lru_tail)
+        rs->lru_tail->lru_next = s;
+    else
+        rs->lru_head = s;
+    rs->lru_tail = s;
+    s->in_lru = true;
+}
+
+static void seg_release_memory(struct om_readers *rs, struct seg *s)
+{
+    if (s->buf) {
+        munmap(s->buf, s->maplen);
+        s->buf = NULL;
+        rs->used -= s->maplen;
+        pthread_cond_broadcast(&rs->cond);
+    }
+}
+
+/* Take s out of its reader's list. Frees it unless a GET is still writing
+ * into it (then it is freed when the GET ends). */
+static void seg_drop(struct om_readers *rs, struct seg *s)
+{
+    struct om_reader *r = s->r;
+    for (struct seg **pp = &r->segs; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            r->nsegs--;
+            break;
+        }
+    }
+    lru_remove(rs, s);
+    s->dead = true;
+    if (s->state == SEG_LOADING)
+        return;
+    seg_release_memory(rs, s);
+    free(s);
+}
+
+static bool evict_one(struct om_readers *rs)
+{
+    struct seg *s = rs->lru_head;
+    if (!s)
+        return false;
+    rs->st.evictions++;
+    seg_drop(rs, s);
+    return true;
+}
+
+/* Memory for a segment. Prefetch gives up when the pool is above its
+ * reserve; a demand read evicts unused buffers or waits. Caller holds lock. */
+static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
+{
+    uint64_t limit = demand ? rs->cfg.memory_limit : rs->cfg.memory_limit - rs->reserve;
+    bool waited = false;
+    while (rs->used + maplen > limit) {
+        if (!demand)
+            return NULL;
+        if (evict_one(rs))
+            continue;
+        if (!waited)
+            rs->st.waits++;
+        waited = true;
+        pthread_cond_wait(&rs->cond, &rs->lock);
+    }
+    void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    rs->used += maplen;
+    if (rs->used > rs->st.memory_peak)
+        rs->st.memory_peak = rs->used;
+    return p;
+}
+
+/* ---- segments ---- */
+
+static void on_get_done(struct om_s3_get *g)
+{
+    struct seg *s = g->ud;
+    struct om_reader *r = s->r;
+    struct om_readers *rs = r->rs;
+    pthread_mutex_lock(&rs->lock);
+    r->loading--;
+    if (g->error) {
+        s->state = SEG_ERROR;
+        s->error = g->error;
+        if (g->error != -ECANCELED) {
+            rs->st.get_errors++;
+            om_warn("read %s [%" PRIu64 ", +%" PRIu64 "): %s (HTTP %ld %s)%s%s", r->key, s->off,
+                    s->len, strerror(-g->error), g->err.status, g->err.code,
+                    g->err.message[0] ? ": " : "", g->err.message);
+        }
+    } else if (g->got != s->len) {
+        /* the object is shorter than it was at open */
+        s->state = SEG_ERROR;
+        s->error = -EIO;
+        rs->st.get_errors++;
+        om_warn("read %s: got %" PRIu64 " of %" PRIu64 " bytes at %" PRIu64
+                ": the object changed size",
+                r->key, g->got, s->len, s->off);
+    } else {
+        s->state = SEG_READY;
+    }
+    if (s->dead) {
+        seg_release_memory(rs, s);
+        free(s);
+    } else {
+        lru_push(rs, s);
+    }
+    pthread_cond_broadcast(&rs->cond);
+    pthread_mutex_unlock(&rs->lock);
+}
+
+/* Create and start a segment [off, off+len) in a gap of the reader's list.
+ * Caller holds the lock. NULL when there is no memory. */
+static struct seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand)
+{
+    struct om_readers *rs = r->rs;
+    size_t maplen = (size_t)((len + 4095) & ~(uint64_t)4095);
+    struct seg *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->buf = pool_alloc(rs, maplen, demand);
+    if (!s->buf) {
+        free(s);
+        return NULL;
+    }
+    /* pool_alloc may have waited (and others evicted): find the place now */
+    struct seg **pp = &r->segs;
+    while (*pp && (*pp)->off < off)
+        pp = &(*pp)->next;
+    if (*pp && (*pp)->off < off + len) {
+        /* the gap was filled while we waited: give the memory back */
+        munmap(s->buf, maplen);
+        rs->used -= maplen;
+        free(s);
+        return *pp;
+    }
+    s->r = r;
+    s->off = off;
+    s->len = len;
+    s->maplen = maplen;
+    s->state = SEG_LOADING;
+    s->prefetch = !demand;
+    s->get = (struct om_s3_get){
+        .key = r->key,
+        .off = off,
+        .len = len,
+        .if_match = r->etag[0] ? r->etag : NULL,
+        .buf = s->buf,
+        .done = on_get_done,
+        .ud = s,
+    };
+    s->next = *pp;
+    *pp = s;
+    r->nsegs++;
+    r->loading++;
+    rs->st.gets++;
+    rs->st.get_bytes += len;
+    if (!demand)
+        rs->st.prefetch_gets++;
+    int rc = om_s3_get_submit(rs->s3, &s->get);
+    if (rc) {
+        r->loading--;
+        s->state = SEG_ERROR;
+        s->error = rc;
+    }
+    return s;
+}
+
+/* The segment covering off, or NULL. */
+static struct seg *seg_at(struct om_reader *r, uint64_t off)
+{
+    for (struct seg *s = r->segs; s && s->off <= off; s = s->next) {
+        if (off < s->off + s->len)
+            return s;
+    }
+    return NULL;
+}
+
+/* Start of the first segment at or after off, or the object size. */
+static uint64_t next_start(struct om_reader *r, uint64_t off)
+{
+    for (struct seg *s = r->segs; s; s = s->next) {
+        if (s->off >= off)
+            return s->off;
+    }
+    return r->size;
+}
+
+/* Cover [off, end) with segments of at most chunk bytes, aligned to align.
+ * Returns false when memory ran out (prefetch only). */
+static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chunk, uint64_t align,
+                  bool demand)
+{
+    uint64_t at = off;
+    while (at < end) {
+        struct seg *s = seg_at(r, at);
+        if (s) {
+            at = s->off + s->len;
+            continue;
+        }
+        uint64_t limit = next_start(r, at);
+        uint64_t start = at;
+        if (align > 1) {
+            /* widen backwards to the alignment when that space is free */
+            uint64_t aligned = at - at % align;
+            struct seg *prev = NULL;
+            for (struct seg *x = r->segs; x && x->off < at; x = x->next)
+                prev = x;
+            uint64_t floor = prev ? prev->off + prev->len : 0;
+            start = aligned > floor ? aligned : floor;
+        }
+        uint64_t stop = start + chunk;
+        if (stop < end)
+            stop = end < start + chunk ? end : start + chunk;
+        if (align > 1 && stop % align)
+            stop += align - stop % align;
+        stop = OM_MIN(stop, OM_MIN(limit, r->size));
+        if (stop <= start)
+            return true;
+        if (!seg_start(r, start, stop - start, demand))
+            return false;
+        at = stop;
+    }
+    return true;
+}
+
+/* ---- readers ---- */
+
+struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg)
+{
+    struct om_readers *rs = calloc(1, sizeof(*rs));
+    if (!rs)
+        return NULL;
+    rs->s3 = s3;
+    rs->cfg = *cfg;
+    if (rs->cfg.prefetch_max < rs->cfg.prefetch_initial)
+        rs->cfg.prefetch_max = rs->cfg.prefetch_initial;
+    /* a quarter of the budget is for data that a read needs now */
+    rs->reserve = OM_MAX(cfg->memory_limit / 4, 2 * cfg->part_size);
+    if (rs->reserve > cfg->memory_limit / 2)
+        rs->reserve = cfg->memory_limit / 2;
+    rs->st.memory_limit = cfg->memory_limit;
+    pthread_mutex_init(&rs->lock, NULL);
+    pthread_cond_init(&rs->cond, NULL);
+    return rs;
+}
+
+void om_readers_free(struct om_readers *rs)
+{
+    if (!rs)
+        return;
+    pthread_cond_destroy(&rs->cond);
+    pthread_mutex_destroy(&rs->lock);
+    free(rs);
+}
+
+struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
+                                 const char *etag)
+{
+    struct om_reader *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->key = strdup(key);
+    if (!r->key) {
+        free(r);
+        return NULL;
+    }
+    r->rs = rs;
+    r->size = size;
+    om_strlcpy(r->etag, etag ? etag : "", sizeof(r->etag));
+    r->window = rs->cfg.prefetch_initial;
+    pthread_mutex_lock(&rs->lock);
+    rs->st.open_readers++;
+    pthread_mutex_unlock(&rs->lock);
+    return r;
+}
+
+static void cancel_loading(struct om_reader *r, uint64_t from)
+{
+    for (struct seg *s = r->segs; s; s = s->next) {
+        if (s->state == SEG_LOADING && s->off >= from)
+            om_s3_get_cancel(r->rs->s3, &s->get);
+    }
+}
+
+void om_reader_close(struct om_reader *r)
+{
+    struct om_readers *rs = r->rs;
+    pthread_mutex_lock(&rs->lock);
+    r->closing = true;
+    cancel_loading(r, 0);
+    while (r->loading > 0)
+        pthread_cond_wait(&rs->cond, &rs->lock);
+    while (r->segs)
+        seg_drop(rs, r->segs);
+    rs->st.open_readers--;
+    pthread_mutex_unlock(&rs->lock);
+    free(r->key);
+    free(r);
+}
+
+/* Free what a sequential reader has passed, keeping one part behind for
+ * reads the kernel issues out of order. */
+static void drop_behind(struct om_reader *r, uint64_t off)
+{
+    uint64_t keep = r->rs->cfg.part_size;
+    if (off <= keep)
+        return;
+    struct seg *s = r->segs;
+    while (s && s->off + s->len <= off - keep) {
+        struct seg *next = s->next;
+        if (s->pins == 0 && s->state != SEG_LOADING)
+            seg_drop(r->rs, s);
+        s = next;
+    }
+}
+
+/* Keep the number of cached random segments bounded. */
+static void trim(struct om_reader *r, uint64_t off, uint64_t end)
+{
+    while (r->nsegs > MAX_SEGMENTS_PER_READER) {
+        struct seg *victim = NULL;
+        for (struct seg *s = r->segs; s && !victim; s = s->next) {
+            if (s->pins == 0 && s->state != SEG_LOADING && (s->off + s->len <= off || s->off >= end))
+                victim = s;
+        }
+        if (!victim)
+            return;
+        seg_drop(r->rs, victim);
+    }
+}
+
+static bool is_sequential(const struct om_reader *r, uint64_t off)
+{
+    uint64_t slack = r->rs->cfg.part_size;
+    if (off == 0 && r->pos == 0)
+        return true;
+    return off + slack >= r->pos && off <= OM_MAX(r->ahead, r->pos) + slack;
+}
+
+ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
+{
+    if (off >= r->size || len == 0)
+        return 0;
+    if (len > r->size - off)
+        len = (size_t)(r->size - off);
+    uint64_t end = off + len;
+    struct om_readers *rs = r->rs;
+    const struct om_readers_config *c = &rs->cfg;
+
+    pthread_mutex_lock(&rs->lock);
+    rs->st.reads++;
+    rs->st.read_bytes += len;
+    bool hit = true;
+    for (uint64_t at = off; at < end;) {
+        struct seg *s = seg_at(r, at);
+        if (!s || s->state != SEG_READY) {
+            hit = false;
+            break;
+        }
+        at = s->off + s->len;
+    }
+    if (hit)
+        rs->st.hits++;
+
+    if (r->size <= c->small_file_size) {
+        cover(r, 0, r->size, r->size, 1, true);
+    } else if (is_sequential(r, off)) {
+        /* the window doubles each time the reader has consumed half of it */
+        r->streak += len;
+        if (r->streak >= r->window / 2) {
+            r->window = OM_MIN(r->window * 2, c->prefetch_max);
+            r->streak = 0;
+        }
+        uint64_t chunk = OM_MIN(c->part_size, OM_MAX(r->window / 4, (uint64_t)MIN_CHUNK));
+        cover(r, off, end, chunk, 1, true);
+        uint64_t target = OM_MIN(end + r->window, r->size);
+        uint64_t from = OM_MAX(end, r->ahead);
+        if (from < target && !r->closing)
+            cover(r, from, target, chunk, 1, false);
+        uint64_t covered = end;
+        for (struct seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
+            if (s->off > covered)
+                break;
+            covered = s->off + s->len;
+        }
+        r->ahead = OM_MAX(r->ahead, covered);
+    } else {
+        /* random: only what is asked, rounded; no prefetch */
+        cancel_loading(r, end + c->part_size);
+        r->window = c->prefetch_initial;
+        r->streak = 0;
+        r->ahead = end;
+        cover(r, off, end, end - off, RANDOM_ALIGN, true);
+    }
+
+    /* pin what covers the request and wait for it */
+    ssize_t rc = (ssize_t)len;
+    for (;;) {
+        bool loading = false, missing = false;
+        for (uint64_t at = off; at < end;) {
+            struct seg *s = seg_at(r, at);
+            if (!s) {
+                missing = true;
+                break;
+            }
+            if (s->state == SEG_LOADING)
+                loading = true;
+            at = s->off + s->len;
+        }
+        if (missing) {
+            /* evicted while we waited, or no memory: fetch again on demand */
+            if (!cover(r, off, end, end - off, 1, true)) {
+                rc = -ENOMEM;
+                break;
+            }
+            continue;
+        }
+        if (!loading)
+            break;
+        pthread_cond_wait(&rs->cond, &rs->lock);
+    }
+    struct seg *few[16], **pinned = few;
+    int npinned = 0, cap = 16;
+    if (rc > 0) {
+        for (uint64_t at = off; at < end;) {
+            struct seg *s = seg_at(r, at);
+            if (s->state == SEG_ERROR) {
+                rc = s->error == -ENOMEM ? -ENOMEM : -EIO;
+                seg_drop(rs, s); /* a later read tries again */
+                break;
+            }
+            if (npinned == cap) {
+                struct seg **bigger = malloc(sizeof(*bigger) * (size_t)cap * 2);
+                if (!bigger) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                memcpy(bigger, pinned, sizeof(*bigger) * (size_t)cap);
+                if (pinned != few)
+                    free(pinned);
+                pinned = bigger;
+                cap *= 2;
+            }
+            s->pins++;
+            lru_remove(rs, s);
+            pinned[npinned++] = s;
+            at = s->off + s->len;
+        }
+    }
+    pthread_mutex_unlock(&rs->lock);
+
+    if (rc > 0) {
+        for (int i = 0; i < npinned; i++) {
+            struct seg *s = pinned[i];
+            uint64_t a = OM_MAX(off, s->off), b = OM_MIN(end, s->off + s->len);
+            memcpy(buf + (a - off), s->buf + (a - s->off), (size_t)(b - a));
+        }
+    }
+
+    pthread_mutex_lock(&rs->lock);
+    for (int i = 0; i < npinned; i++) {
+        pinned[i]->pins--;
+        lru_push(rs, pinned[i]);
+    }
+    if (rc > 0) {
+        if (r->size > c->small_file_size && is_sequential(r, off))
+            drop_behind(r, off);
+        r->pos = end;
+        trim(r, off, end);
+    }
+    pthread_mutex_unlock(&rs->lock);
+    if (pinned != few)
+        free(pinned);
+    return rc;
+}
+
+void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out)
+{
+    pthread_mutex_lock(&rs->lock);
+    *out = rs->st;
+    out->memory_used = rs->used;
+    pthread_mutex_unlock(&rs->lock);
+}
