@@ -1,0 +1,155 @@
+"""What the mount asks the server for: counted by the fault proxy (no faults
+on), between objmount and s3rver.
+
+Listing primes metadata, so `ls -l`, `find`, os.walk and os.scandir + stat
+cost no HEAD per file; small files come in one GET; random reads do not
+trigger large prefetch."""
+
+import os
+import random
+import subprocess
+
+import pytest
+
+from harness.mount import MiB, check_bytes, payload, read_all, seed
+
+
+def files(prefix, n, size=lambda i: 1000 + i):
+    return {"%s/f%03d.jpg" % (prefix, i): payload("%s/%d" % (prefix, i), size(i)) for i in range(n)}
+
+
+def kinds(fp):
+    r = fp.stats()["requests"]["by_kind"]
+    return {k: v for k, v in r.items() if v}
+
+
+@pytest.fixture
+def proxied(mount, faultproxy):
+    """mount(bucket, opts) through the fault proxy; stats zeroed once mounted."""
+    def make(bucket, opts=""):
+        m = mount(bucket, opts, endpoint=faultproxy.endpoint)
+        faultproxy.reset_stats()
+        return m
+    return make
+
+
+def test_ls_l_of_200_files_costs_no_head_per_file(proxied, faultproxy, bucket, s3client):
+    objects = files("imgs", 200)
+    objects.update({"imgs/sub%d/x" % i: b"x" for i in range(3)})
+    seed(s3client, bucket, objects)
+    m = proxied(bucket)
+    with os.scandir(m.join("imgs")) as it:
+        entries = list(it)
+    assert len(entries) == 203
+    for e in entries:
+        st = e.stat()
+        if e.is_file():
+            assert st.st_size == len(objects["imgs/" + e.name])
+        os.stat(e.path)
+        os.lstat(e.path)
+    p = subprocess.run(["ls", "-l", m.join("imgs")], capture_output=True, timeout=60)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 204, p.stderr
+    seen = kinds(faultproxy)
+    assert seen.get("HeadObject", 0) <= 3, "HEAD per file? %s" % seen
+    assert seen.get("ListObjectsV2", 0) <= 4, seen
+    assert seen.get("GetObject", 0) == 0, seen
+
+
+def test_walk_and_find_cost_no_head_per_file(proxied, faultproxy, bucket, s3client):
+    objects = {}
+    for d in ("t/a", "t/a/b", "t/c", "t/d/e"):
+        objects.update(files(d, 30))
+    seed(s3client, bucket, objects)
+    m = proxied(bucket)
+    n = 0
+    for root, dirs, fnames in os.walk(m.join("t")):
+        for f in fnames:
+            rel = os.path.relpath(os.path.join(root, f), m.path)
+            assert os.stat(os.path.join(root, f)).st_size == len(objects[rel])
+            n += 1
+    assert n == len(objects)
+    p = subprocess.run(["find", m.join("t"), "-ls"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    seen = kinds(faultproxy)
+    ndirs = 6  # t, t/a, t/a/b, t/c, t/d, t/d/e
+    assert seen.get("HeadObject", 0) <= 3, "HEAD per file? %s" % seen
+    assert seen.get("ListObjectsV2", 0) <= 3 * ndirs, seen
+    assert seen.get("GetObject", 0) == 0, seen
+
+
+def test_cold_stat_costs_one_head_and_one_list_at_most(proxied, faultproxy, bucket, s3client):
+    seed(s3client, bucket, {"cold.bin": payload("cold", 5000)})
+    m = proxied(bucket)
+    assert os.stat(m.join("cold.bin")).st_size == 5000
+    seen = kinds(faultproxy)
+    assert seen.get("HeadObject", 0) <= 1 and seen.get("ListObjectsV2", 0) <= 1, seen
+    before = faultproxy.requests_seen()
+    for _ in range(5):  # within the attribute timeout: no request
+        os.stat(m.join("cold.bin"))
+    assert faultproxy.requests_seen() == before, kinds(faultproxy)
+
+
+def test_missing_name_is_remembered(proxied, faultproxy, bucket):
+    m = proxied(bucket)
+    for _ in range(2):
+        with pytest.raises(FileNotFoundError):
+            os.stat(m.join("missing.bin"))
+        if _ == 0:
+            first = faultproxy.requests_seen()
+            assert first <= 2, kinds(faultproxy)
+    assert faultproxy.requests_seen() == first, "negative entry not cached: %s" % kinds(faultproxy)
+
+
+def test_small_file_is_fetched_with_one_get(proxied, faultproxy, bucket, s3client):
+    data = payload("small", 110000)
+    seed(s3client, bucket, {"img.jpg": data})
+    m = proxied(bucket)
+    fd = os.open(m.join("img.jpg"), os.O_RDONLY)
+    try:
+        got = [os.pread(fd, 4096, off) for off in range(0, len(data), 4096)]
+    finally:
+        os.close(fd)
+    check_bytes(b"".join(got), data, "img.jpg")
+    assert faultproxy.requests_seen(kind="GetObject") == 1, kinds(faultproxy)
+
+
+def test_reopen_of_unchanged_file_keeps_page_cache(proxied, faultproxy, bucket, s3client):
+    data = payload("reopen", 3 * MiB + 5)
+    seed(s3client, bucket, {"r.bin": data})
+    m = proxied(bucket)
+    check_bytes(read_all(m.join("r.bin")), data, "first read")
+    gets = faultproxy.requests_seen(kind="GetObject")
+    sent = faultproxy.stats()["bytes"]["to_clients"]
+    for i in range(3):
+        check_bytes(read_all(m.join("r.bin")), data, "reopen %d" % i)
+    assert faultproxy.requests_seen(kind="GetObject") == gets, kinds(faultproxy)
+    assert faultproxy.stats()["bytes"]["to_clients"] - sent < 64 * 1024
+
+
+def test_random_reads_do_not_prefetch_much(proxied, faultproxy, bucket, s3client):
+    size = 64 * MiB
+    data = payload("random-big", size)
+    seed(s3client, bucket, {"big.bin": data})
+    m = proxied(bucket)
+    rng = random.Random(5)
+    fd = os.open(m.join("big.bin"), os.O_RDONLY)
+    try:
+        for _ in range(16):
+            off = rng.randrange(0, size - 4096) & ~4095
+            check_bytes(os.pread(fd, 4096, off), data[off:off + 4096], "pread at %d" % off)
+    finally:
+        os.close(fd)
+    sent = faultproxy.stats()["bytes"]["to_clients"]
+    assert sent < 16 * 2 * MiB, "16 random 4 KiB reads fetched %.1f MiB" % (sent / MiB)
+
+
+def test_sequential_read_of_large_object_uses_ranged_gets(proxied, faultproxy, bucket, s3client):
+    size = 40 * MiB + 3
+    data = payload("seq-big", size)
+    seed(s3client, bucket, {"seq.bin": data})
+    m = proxied(bucket, "part_size=5M")
+    check_bytes(read_all(m.join("seq.bin")), data, "seq.bin")
+    gets = faultproxy.requests_seen(kind="GetObject")
+    assert gets >= 8, "a 40 MiB sequential read in %d GETs (part_size=5M)" % gets
+    sent = faultproxy.stats()["bytes"]["to_clients"]
+    assert sent < size * 1.25, "fetched %.1f MiB for a %.1f MiB object" % (sent / MiB, size / MiB)
