@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "objmount/url.h"
@@ -111,6 +112,23 @@ static const struct opt options[] = {
     OPT("max_readahead", "SIZE", K_SIZE, max_readahead, 0, 16ULL << 20,
         "kernel readahead per file (default 1M)"),
     SPECIAL("foreground", NULL, "stay in the foreground (same as -f)"),
+    OPT("cache_dir", "PATH", K_STRING, cache_dir, 0, 0,
+        "staging and recovery directories (default /var/cache/objmount for root, else "
+        "~/.cache/objmount)"),
+    OPT("min_free_space", "SIZE", K_SIZE, min_free_space, 0, 1ULL << 50,
+        "writes fail with ENOSPC rather than fill the cache filesystem below this (default "
+        "1 GiB or 2% of it, whichever is less)"),
+    OPT("upload_retries", "N", K_COUNT, upload_retries, 0, 20,
+        "whole-upload attempts after the first when a commit fails (default 3)"),
+    OPT("upload_retry_delay", "SECONDS", K_MS, upload_retry_delay_ms, 0, 600000,
+        "wait before the first whole-upload retry; doubles (default 1)"),
+    OPT("verify", "HOW", K_STRING, verify, 0, 0,
+        "after each commit: 'etag' checks size and ETag (default); 'read' also reads the "
+        "object back and compares MD5s"),
+    OPT("no_overwrite", NULL, K_FLAG, no_overwrite, 0, 0,
+        "refuse to replace existing objects (EEXIST)"),
+    OPT("parts_in_flight", "N", K_COUNT, parts_in_flight, 1, 64,
+        "parts of one file uploading at once (default 8)"),
 };
 
 _Static_assert(OM_ARRAY_LEN(options) <= 64, "set_mask has one bit per option");
@@ -148,6 +166,9 @@ void om_config_init(struct om_config *cfg)
     cfg->small_file_size = 1ULL << 20;
     cfg->threads = 32;
     cfg->max_readahead = 1ULL << 20;
+    cfg->upload_retries = 3;
+    cfg->upload_retry_delay_ms = 1000;
+    cfg->parts_in_flight = 8;
 }
 
 bool om_config_is_set(const struct om_config *cfg, const char *name)
@@ -440,6 +461,34 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
         uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 2ULL << 30;
         cfg->memory_limit = OM_MIN(OM_MAX(ram / 8, 256ULL << 20), 4ULL << 30);
+    }
+    if (cfg->verify && strcmp(cfg->verify, "etag") != 0 && strcmp(cfg->verify, "read") != 0) {
+        snprintf(err, errlen, "option verify: '%s' is not 'etag' or 'read'", cfg->verify);
+        return -EINVAL;
+    }
+    if (!cfg->cache_dir) {
+        const char *xdg = env_nonempty("XDG_CACHE_HOME"), *home = env_nonempty("HOME");
+        int n;
+        if (getuid() == 0)
+            n = asprintf(&cfg->cache_dir, "/var/cache/objmount");
+        else if (xdg)
+            n = asprintf(&cfg->cache_dir, "%s/objmount", xdg);
+        else
+            n = asprintf(&cfg->cache_dir, "%s/.cache/objmount", home ? home : "/tmp");
+        if (n < 0) {
+            cfg->cache_dir = NULL;
+            return -ENOMEM;
+        }
+    }
+    if (!om_config_is_set(cfg, "min_free_space")) {
+        struct statvfs sv;
+        char probe[4096];
+        snprintf(probe, sizeof(probe), "%s", cfg->cache_dir);
+        /* the nearest existing ancestor tells the filesystem */
+        while (statvfs(probe, &sv) != 0 && strrchr(probe, '/') && strrchr(probe, '/') != probe)
+            *strrchr(probe, '/') = '\0';
+        uint64_t total = statvfs(probe, &sv) == 0 ? (uint64_t)sv.f_blocks * sv.f_frsize : 0;
+        cfg->min_free_space = total ? OM_MIN(1ULL << 30, total / 50) : 1ULL << 30;
     }
     if (cfg->prefetch_initial > cfg->prefetch_max) {
         snprintf(err, errlen, "prefetch_initial must not exceed prefetch_max");

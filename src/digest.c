@@ -38,6 +38,19 @@ int om_digest_final(struct om_digest *d, unsigned char *out)
     return rc;
 }
 
+int om_digest_peek(const struct om_digest *d, unsigned char *out)
+{
+    EVP_MD_CTX *copy = EVP_MD_CTX_new();
+    if (!copy)
+        return -ENOMEM;
+    unsigned int n = 0;
+    int rc = EVP_MD_CTX_copy_ex(copy, d->ctx) == 1 && EVP_DigestFinal_ex(copy, out, &n) == 1
+                 ? 0
+                 : -EIO;
+    EVP_MD_CTX_free(copy);
+    return rc;
+}
+
 void om_digest_free(struct om_digest *d)
 {
     EVP_MD_CTX_free(d->ctx);

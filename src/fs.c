@@ -2,16 +2,35 @@
 #include "objmount/fs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "objmount/log.h"
 
+/* An open file: a reader (created on the first read that goes to the
+ * object) and, when opened for writing, the inode's writer. */
 struct fh {
-    struct om_reader *reader;
     uint64_t ino;
+    struct om_reader *reader;
+    struct om_writer *writer;
+    char *key;
+    uint64_t size;
+    char etag[OM_ETAG_MAX];
 };
+
+static void fh_free(struct om_fs *fs, struct fh *h)
+{
+    if (h->reader)
+        om_reader_close(h->reader);
+    if (h->writer)
+        om_writer_release(h->writer);
+    om_meta_close(fs->meta, h->ino);
+    free(h->key);
+    free(h);
+}
 
 static struct om_fs *fs_of(fuse_req_t req)
 {
@@ -108,59 +127,143 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
     fuse_reply_none(req);
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void reply_open_fh(fuse_req_t req, struct om_fs *fs, struct fh *h,
+                          struct fuse_file_info *fi)
 {
-    (void)fi;
-    struct om_fs *fs = fs_of(req);
-    struct om_attr a;
-    int rc = om_meta_getattr(fs->meta, ino, &a);
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) == -ENOENT)
+        fh_free(fs, h); /* the opener was interrupted: nobody will release it */
+}
+
+/* Start (or join) the inode's writer. Caller holds a meta reference. */
+static int open_writer(struct om_fs *fs, struct fh *h, bool trunc)
+{
+    char *key = NULL;
+    bool exists = false;
+    struct om_s3_object obj;
+    int rc = om_meta_object(fs->meta, h->ino, &key, &exists, &obj);
     if (rc)
-        return reply_error(req, rc);
-    struct stat st;
-    om_attr_to_stat(&a, &st);
-    fuse_reply_attr(req, &st, fs->attr_timeout);
+        return rc;
+    struct om_writer_base base = {.exists = exists, .size = obj.size};
+    om_strlcpy(base.etag, obj.etag, sizeof(base.etag));
+    base.meta.has_mode = obj.has_mode;
+    base.meta.mode = obj.mode;
+    base.meta.has_uid = obj.has_uid;
+    base.meta.uid = obj.uid;
+    base.meta.has_gid = obj.has_gid;
+    base.meta.gid = obj.gid;
+    rc = om_writer_open(fs->writers, h->ino, key, &base, trunc, &h->writer);
+    free(key);
+    return rc;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+    bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+    if (write && fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
-    char *key = NULL;
+    struct fh *h = calloc(1, sizeof(*h));
+    if (!h)
+        return (void)fuse_reply_err(req, ENOMEM);
+    h->ino = ino;
     struct om_attr a;
     bool keep = false;
-    int rc = om_meta_open(fs->meta, ino, fs->cfg->keep_cache, &key, &a, &keep);
+    int rc = om_meta_open(fs->meta, ino, fs->cfg->keep_cache, &h->key, &a, &keep);
+    if (rc) {
+        free(h);
+        return reply_error(req, rc);
+    }
+    h->size = a.size;
+    om_strlcpy(h->etag, a.etag, sizeof(h->etag));
+    if (write) {
+        rc = open_writer(fs, h, (fi->flags & O_TRUNC) != 0);
+        if (rc) {
+            fh_free(fs, h);
+            return reply_error(req, rc);
+        }
+        keep = false;
+    }
+    fi->keep_cache = keep;
+    reply_open_fh(req, fs, h, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct om_attr a;
+    char *key = NULL;
+    int rc = om_meta_create(fs->meta, parent, name, mode, ctx->uid, ctx->gid, &a, &key);
     if (rc)
         return reply_error(req, rc);
     struct fh *h = calloc(1, sizeof(*h));
-    if (h)
-        h->reader = om_reader_open(fs->readers, key, a.size, a.etag);
-    free(key);
-    if (!h || !h->reader) {
-        free(h);
-        om_meta_close(fs->meta, ino);
+    if (!h) {
+        free(key);
+        om_meta_forget(fs->meta, a.ino, 1);
         return (void)fuse_reply_err(req, ENOMEM);
     }
-    h->ino = ino;
-    fi->fh = (uint64_t)(uintptr_t)h;
-    fi->keep_cache = keep;
-    if (fuse_reply_open(req, fi) == -ENOENT) {
-        /* the opener was interrupted: nobody will release this handle */
-        om_reader_close(h->reader);
-        om_meta_close(fs->meta, ino);
+    h->ino = a.ino;
+    h->key = key;
+    /* the handle's reference on the inode, released by fh_free */
+    char *k2 = NULL;
+    struct om_attr a2;
+    bool keep;
+    rc = om_meta_open(fs->meta, a.ino, false, &k2, &a2, &keep);
+    free(k2);
+    if (rc) {
+        free(h->key);
         free(h);
+    } else if ((rc = open_writer(fs, h, true)) != 0) {
+        fh_free(fs, h);
     }
+    if (rc) {
+        om_meta_forget(fs->meta, a.ino, 1);
+        return reply_error(req, rc);
+    }
+    struct fuse_entry_param e;
+    fill_entry(fs, &a, &e);
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->keep_cache = 0;
+    if (fuse_reply_create(req, &e, fi) == -ENOENT)
+        fh_free(fs, h);
+}
+
+/* The writer that holds ino's bytes, if any (counted; release it). */
+static struct om_writer *writer_with_data(struct om_fs *fs, struct fh *h)
+{
+    struct om_writer *w = om_writer_find(fs->writers, h ? h->ino : 0);
+    if (w && !om_writer_holds_data(w)) {
+        om_writer_release(w);
+        return NULL;
+    }
+    return w;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)ino;
+    struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
     char *buf = malloc(size ? size : 1);
     if (!buf)
         return (void)fuse_reply_err(req, ENOMEM);
-    ssize_t n = om_reader_read(h->reader, buf, size, (uint64_t)off);
+    ssize_t n = -EAGAIN;
+    struct om_writer *w = writer_with_data(fs, h);
+    if (w) {
+        /* read-your-writes: the staging file holds the bytes */
+        n = om_writer_read(w, buf, size, (uint64_t)off);
+        om_writer_release(w);
+    }
+    if (n == -EAGAIN) {
+        if (!h->reader)
+            h->reader = om_reader_open(fs->readers, h->key, h->size, h->etag);
+        n = h->reader ? om_reader_read(h->reader, buf, size, (uint64_t)off) : -ENOMEM;
+    }
     if (n < 0)
         reply_error(req, (int)n);
     else
@@ -168,13 +271,173 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    if (!h->writer)
+        return (void)fuse_reply_err(req, EBADF);
+    ssize_t n = om_writer_write(h->writer, buf, size, (uint64_t)off);
+    if (n < 0)
+        return reply_error(req, (int)n);
+    fuse_reply_write(req, (size_t)n);
+}
+
+/* Commit a writer and tell meta what is stored now. */
+static int commit(struct om_fs *fs, uint64_t ino, struct om_writer *w)
+{
+    struct om_commit_result res;
+    int rc = om_writer_commit(w, &res);
+    if (rc)
+        return rc;
+    struct om_s3_object obj;
+    memset(&obj, 0, sizeof(obj));
+    obj.size = res.size;
+    obj.mtime = res.mtime.tv_sec;
+    obj.has_mtime = true;
+    obj.meta_mtime = res.mtime;
+    om_strlcpy(obj.etag, res.etag, sizeof(obj.etag));
+    om_meta_committed(fs->meta, ino, &obj);
+    return 0;
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    om_reader_close(h->reader);
-    om_meta_close(fs->meta, ino);
-    free(h);
+    int rc = h->writer ? commit(fs, ino, h->writer) : 0;
+    fuse_reply_err(req, rc ? user_errno(-rc) : 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)datasync;
+    op_flush(req, ino, fi);
+}
+
+/* What stat shows: meta's attributes, with size and mtime from an open
+ * writer. */
+static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
+{
+    struct om_attr a;
+    struct om_writer *w = om_writer_find(fs->writers, ino);
+    int rc = 0;
+    if (w) {
+        /* pending inodes are not looked up remotely; others may refresh */
+        rc = om_meta_getattr(fs->meta, ino, &a);
+        if (rc == -ENOENT)
+            rc = 0; /* deleted behind the mount while we write it */
+        if (!rc)
+            om_writer_attr(w, &a.size, &a.mtime);
+        om_writer_release(w);
+    } else {
+        rc = om_meta_getattr(fs->meta, ino, &a);
+    }
+    if (!rc)
+        om_attr_to_stat(&a, st);
+    return rc;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct om_fs *fs = fs_of(req);
+    struct stat st;
+    int rc = attributes(fs, ino, &st);
+    if (rc)
+        return reply_error(req, rc);
+    fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+/* chmod, chown and utimens: carried by the open writer's next commit, or
+ * stored now by copying the object onto itself with new metadata. */
+static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *attr, int to_set)
+{
+    char *key = NULL;
+    bool exists;
+    struct om_s3_object obj;
+    int rc = om_meta_object(fs->meta, ino, &key, &exists, &obj);
+    if (rc)
+        return rc;
+    struct om_file_meta m = {.has_mode = obj.has_mode, .mode = obj.mode, .has_uid = obj.has_uid,
+                             .uid = obj.uid, .has_gid = obj.has_gid, .gid = obj.gid};
+    if (obj.has_mtime) {
+        m.has_mtime = true;
+        m.mtime = obj.meta_mtime;
+    }
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        m.has_mode = true;
+        m.mode = S_IFREG | (attr->st_mode & 07777);
+    }
+    if (to_set & FUSE_SET_ATTR_UID) {
+        m.has_uid = true;
+        m.uid = attr->st_uid;
+    }
+    if (to_set & FUSE_SET_ATTR_GID) {
+        m.has_gid = true;
+        m.gid = attr->st_gid;
+    }
+    if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+        m.has_mtime = true;
+        if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+            clock_gettime(CLOCK_REALTIME, &m.mtime);
+        else
+            m.mtime = attr->st_mtim;
+    }
+    struct om_writer *w = om_writer_find(fs->writers, ino);
+    if (w) {
+        om_writer_set_meta(w, &m);
+        om_writer_release(w);
+    } else if (exists) {
+        rc = om_writer_store_meta(fs->writers, key, obj.etag, obj.size, &m, &obj);
+        if (!rc)
+            om_meta_committed(fs->meta, ino, &obj);
+    }
+    free(key);
+    return rc;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    struct om_fs *fs = fs_of(req);
+    int meta_bits = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                    FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW;
+    int rc = 0;
+    if (fs->cfg->ro && (to_set & (meta_bits | FUSE_SET_ATTR_SIZE)))
+        return (void)fuse_reply_err(req, EROFS);
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
+        if (h && h->writer) {
+            rc = om_writer_truncate(h->writer, (uint64_t)attr->st_size);
+        } else {
+            /* truncate(2) on a path: a writer just for this, committed now */
+            struct fh tmp = {.ino = ino};
+            rc = open_writer(fs, &tmp, attr->st_size == 0);
+            if (!rc)
+                rc = om_writer_truncate(tmp.writer, (uint64_t)attr->st_size);
+            if (!rc)
+                rc = commit(fs, ino, tmp.writer);
+            if (tmp.writer)
+                om_writer_release(tmp.writer);
+        }
+    }
+    if (!rc && (to_set & meta_bits))
+        rc = set_metadata(fs, ino, attr, to_set);
+    if (rc)
+        return reply_error(req, rc);
+    struct stat st;
+    rc = attributes(fs, ino, &st);
+    if (rc)
+        return reply_error(req, rc);
+    fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fh_free(fs_of(req), (struct fh *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -284,8 +547,13 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .forget = op_forget,
     .forget_multi = op_forget_multi,
     .getattr = op_getattr,
+    .setattr = op_setattr,
     .open = op_open,
+    .create = op_create,
     .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
     .release = op_release,
     .opendir = op_opendir,
     .readdir = op_readdir,
@@ -294,7 +562,8 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .statfs = op_statfs,
 };
 
-int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client)
+int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
+               size_t errlen)
 {
     memset(fs, 0, sizeof(*fs));
     fs->cfg = cfg;
@@ -325,14 +594,36 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
     };
     fs->readers = om_readers_new(client->s3, &rc);
     if (!fs->meta || !fs->readers) {
+        snprintf(err, errlen, "out of memory");
         om_fs_destroy(fs);
         return -ENOMEM;
+    }
+    struct om_writers_config wc = {
+        .cache_dir = cfg->cache_dir,
+        .bucket = cfg->bucket,
+        .endpoint = cfg->endpoint,
+        .part_size = cfg->part_size,
+        .min_free_space = cfg->min_free_space,
+        .upload_retries = (int)cfg->upload_retries,
+        .upload_retry_ms = cfg->upload_retry_delay_ms,
+        .verify_read = cfg->verify && strcmp(cfg->verify, "read") == 0,
+        .no_overwrite = cfg->no_overwrite,
+        .max_parts_in_flight = (int)cfg->parts_in_flight,
+    };
+    if (!cfg->ro) {
+        fs->writers = om_writers_new(client->s3, &wc, err, errlen);
+        if (!fs->writers) {
+            om_fs_destroy(fs);
+            return -EIO;
+        }
     }
     return 0;
 }
 
 void om_fs_destroy(struct om_fs *fs)
 {
+    om_writers_free(fs->writers);
+    fs->writers = NULL;
     om_readers_free(fs->readers);
     om_meta_free(fs->meta);
     fs->readers = NULL;

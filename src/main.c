@@ -291,10 +291,8 @@ int main(int argc, char **argv)
 
     struct om_client client;
     rc = om_client_open(&client, &cfg, err, sizeof(err));
-    if (!rc && (rc = om_fs_init(&fs, &cfg, &client)) != 0) {
-        snprintf(err, sizeof(err), "out of memory");
+    if (!rc && (rc = om_fs_init(&fs, &cfg, &client, err, sizeof(err))) != 0)
         om_client_close(&client);
-    }
     if (rc) {
         fail_line("%s", err);
         fuse_session_unmount(se);

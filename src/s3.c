@@ -903,6 +903,11 @@ int om_s3_part_submit(struct om_s3 *s3, struct om_s3_part_put *p)
     return rc;
 }
 
+void om_s3_part_cancel(struct om_s3 *s3, struct om_s3_part_put *p)
+{
+    om_http_cancel(s3->http, &p->call.req);
+}
+
 int om_s3_mpu_part(struct om_s3 *s3, struct om_s3_part_put *p)
 {
     int rc = part_build(s3, p);

@@ -73,6 +73,15 @@ struct om_config {
     uint64_t threads;
     uint64_t max_readahead;
 
+    /* the write path */
+    char *cache_dir;
+    uint64_t min_free_space; /* 0 = min(1 GiB, 2% of the cache filesystem) */
+    uint64_t upload_retries;
+    uint64_t upload_retry_delay_ms;
+    char *verify; /* "etag" or "read" */
+    bool no_overwrite;
+    uint64_t parts_in_flight;
+
     uint64_t set_mask; /* bit i: option i of the table was given */
     bool finalized;
 };

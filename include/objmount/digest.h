@@ -25,6 +25,8 @@ int om_digest_update(struct om_digest *d, const void *data, size_t len);
 /* Writes 16 (MD5) or 32 (SHA-256) bytes to out and frees the context. */
 int om_digest_final(struct om_digest *d, unsigned char *out);
 void om_digest_free(struct om_digest *d);
+/* The digest of what was fed so far, leaving d usable. */
+int om_digest_peek(const struct om_digest *d, unsigned char *out);
 
 int om_md5(const void *data, size_t len, unsigned char out[OM_MD5_LEN]);
 int om_sha256(const void *data, size_t len, unsigned char out[OM_SHA256_LEN]);

@@ -77,6 +77,23 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
                  struct om_attr *out, bool *keep_cache);
 void om_meta_close(struct om_meta *m, uint64_t ino);
 
+/* ---- changes made through the mount ---- */
+
+/* A new file name in parent, created locally (no request; the object
+ * appears at its first commit). Counts one kernel lookup. *key receives the
+ * object key (caller frees). -EEXIST when the name is known to exist. */
+int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t mode, uid_t uid,
+                   gid_t gid, struct om_attr *out, char **key);
+
+/* The object of ino as the mount knows it: whether it exists, its size,
+ * ETag and s3fs metadata; key receives its key (caller frees). */
+int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
+                   struct om_s3_object *obj);
+
+/* A commit stored size/etag/mtime (and the metadata fields set in obj) for
+ * ino. The kernel page cache now holds these bytes. */
+void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj);
+
 /* ---- directories ---- */
 
 struct om_dirh;

@@ -179,6 +179,8 @@ struct om_s3_part_put {
  * ETag is compared with md5 when it is an MD5: a mismatch is -EBADMSG. */
 int om_s3_part_submit(struct om_s3 *s3, struct om_s3_part_put *p);
 int om_s3_mpu_part(struct om_s3 *s3, struct om_s3_part_put *p);
+/* Abandon a submitted part upload; done still runs. */
+void om_s3_part_cancel(struct om_s3 *s3, struct om_s3_part_put *p);
 
 /* Complete with parts in ascending order. Not retried blindly: a failed
  * attempt is followed by a check of what the server holds (an object with

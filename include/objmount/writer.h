@@ -1,0 +1,139 @@
+/* The write path: one staging file per inode open for write, parts uploaded
+ * in the background, commit with verification at flush and fsync, whole-
+ * upload retry, and recovery of data that could not be uploaded.
+ *
+ * - Writes land in a staging file under cache_dir/staging at any offset.
+ *   An object opened without O_TRUNC is fetched into it on the first write.
+ * - The file is cut into parts (part_size for the first 1000 parts, then
+ *   doubling every 1000 parts, so no file needs more than 10,000). A part is
+ *   hashed and uploaded in the background once the writer has moved past
+ *   it; a part written again after its upload is uploaded again.
+ * - Commit: files up to part_size are one PUT with Content-MD5; larger ones
+ *   a multipart upload with Content-MD5 on every part. Afterwards a HEAD
+ *   must show the size written and, when the server uses MD5 ETags, an ETag
+ *   equal to the MD5 of the bytes or the multipart ETag of the parts.
+ *   verify_read additionally reads the object back and compares MD5s.
+ * - A failed part is retried alone; a failed or mismatched commit is aborted
+ *   and the whole upload retried from the staging file. A commit that finally
+ *   fails returns -EIO and leaves the bytes in cache_dir/recovery with a
+ *   sidecar (bucket, key, size, MD5, time, last error).
+ * - Staging files of a daemon that died are moved to recovery by the next
+ *   one (a lock on each staging file tells live from dead).
+ *
+ * Thread-safe. Each writer has its own lock; part uploads complete on the
+ * engine thread; hashing runs on the pool's worker threads. */
+#ifndef OBJMOUNT_WRITER_H
+#define OBJMOUNT_WRITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "objmount/s3.h"
+
+struct om_writers_config {
+    const char *cache_dir; /* staging/ and recovery/ live here */
+    const char *bucket;    /* for sidecars */
+    const char *endpoint;
+    uint64_t part_size; /* at least 5 MiB */
+    uint64_t min_free_space;
+    int upload_retries;         /* whole-upload attempts after the first */
+    uint64_t upload_retry_ms;   /* first delay between them; doubles */
+    bool verify_read;
+    bool no_overwrite;
+    int max_parts_in_flight; /* per file */
+};
+
+struct om_writers;
+struct om_writer;
+
+/* Create cache_dir/{staging,recovery} and move staging files left by a dead
+ * daemon to recovery. NULL with err filled on failure. */
+struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_config *cfg,
+                                  char *err, size_t errlen);
+/* Every writer must be released first. */
+void om_writers_free(struct om_writers *ws);
+
+/* File metadata that rides on the upload (x-amz-meta-*, s3fs-fuse names). */
+struct om_file_meta {
+    bool has_mode, has_uid, has_gid, has_mtime;
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    struct timespec mtime;
+};
+
+/* The object as it is before writing. */
+struct om_writer_base {
+    bool exists;
+    uint64_t size;
+    char etag[OM_ETAG_MAX];
+    struct om_file_meta meta;
+};
+
+/* Writer for ino (shared by every handle of the inode; counted). A new
+ * writer starts from base; trunc empties it. Returns 0 or -errno. */
+int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
+                   const struct om_writer_base *base, bool trunc, struct om_writer **out);
+/* The writer of ino if one is open (counted), or NULL (also when ws is
+ * NULL: a read-only mount). */
+struct om_writer *om_writer_find(struct om_writers *ws, uint64_t ino);
+/* Drop one count; the last one deletes the staging file. */
+void om_writer_release(struct om_writer *w);
+
+/* Returns len or -errno (-ENOSPC below the free-space floor, -EIO when the
+ * object could not be fetched for a partial rewrite). */
+ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off);
+/* Does the staging file hold the data (written, truncated or fetched)? Until
+ * then reads go to the object. */
+bool om_writer_holds_data(struct om_writer *w);
+/* Read what the writer holds. Returns bytes read (short only at end), or
+ * -EAGAIN when the staging file does not hold the data. */
+ssize_t om_writer_read(struct om_writer *w, char *buf, size_t len, uint64_t off);
+int om_writer_truncate(struct om_writer *w, uint64_t size);
+/* Record metadata changes made while open. */
+void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m);
+
+struct om_commit_result {
+    uint64_t size;
+    char etag[OM_ETAG_MAX];
+    struct timespec mtime;
+};
+
+/* Upload what changed since the last commit and verify it. Returns 0 (also
+ * when there was nothing to do; res then describes the last commit) or -EIO
+ * after the retries, with the data kept in recovery. */
+int om_writer_commit(struct om_writer *w, struct om_commit_result *res);
+
+/* Store new metadata on an object nobody has open for writing: the object is
+ * copied onto itself with the metadata replaced (guarded by etag). obj
+ * receives what is stored now. -ENOTSUP above 5 GiB (a single copy's
+ * limit). */
+int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
+                         const struct om_file_meta *m, struct om_s3_object *obj);
+
+/* Current size and mtime of an open writer. */
+void om_writer_attr(struct om_writer *w, uint64_t *size, struct timespec *mtime);
+
+struct om_writers_stats {
+    uint64_t open_writers;
+    uint64_t commits;
+    uint64_t commit_failures;
+    uint64_t upload_retries;
+    uint64_t part_uploads;
+    uint64_t part_retries;
+    uint64_t bytes_uploaded;
+    uint64_t verified_md5;       /* ETag equal to the whole-object MD5 */
+    uint64_t verified_multipart; /* ETag equal to the multipart ETag */
+    uint64_t verified_size_only; /* server ETags are not MD5s */
+    uint64_t verified_read;      /* read back and compared */
+    uint64_t recovered;          /* files moved to recovery */
+    uint64_t commits_in_flight;
+};
+void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out);
+
+/* The part holding offset off, its start and length (exposed for tests). */
+int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len);
+
+#endif
