@@ -96,7 +96,7 @@ def test_unknown_option_is_rejected_by_name(mount, bucket, opt):
 
 
 @pytest.mark.parametrize("opt", ["part_size=banana", "attr_timeout=soon", "log_level=loud",
-                                 "retries=-1"])
+                                 "retries=-1", "memory_limit=1M", "uid=root", "umask=999"])
 def test_bad_option_value_is_rejected_by_name(mount, bucket, opt):
     line, _ = expect_failure(mount, bucket, opt)
     assert opt.split("=")[0] in line, line

@@ -166,6 +166,18 @@ def test_changes_are_visible_once_ttls_pass(mount, bucket, s3client):
     m.check_alive()
 
 
+def test_same_size_replacement_is_read_fresh_after_ttl(mount, bucket, s3client):
+    old = seed_one(s3client, bucket, "obj", 3 * MiB, "old")
+    m = mount(bucket, "attr_timeout=1,entry_timeout=1,negative_timeout=1")
+    check_bytes(read_all(m.join("obj")), old, "before")  # now in the page cache
+    check_bytes(read_all(m.join("obj")), old, "before, reopened")
+    new = seed_one(s3client, bucket, "obj", 3 * MiB, "new")
+    time.sleep(1.6)
+    assert os.stat(m.join("obj")).st_size == 3 * MiB
+    check_bytes(read_all(m.join("obj")), new, "same-size replacement after the TTL "
+                "(a stale page cache gives the old bytes)")
+
+
 def test_training_profile_keeps_metadata_for_the_mount(mount, bucket, s3client):
     old = seed_one(s3client, bucket, "obj", 5000, "old")
     m = mount(bucket, "profile=training")
