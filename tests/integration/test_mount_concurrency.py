@@ -2,9 +2,11 @@
 and on many files, every byte compared with the source."""
 
 import hashlib
+import mmap
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +91,40 @@ def test_threads_share_one_descriptor(m, data_bucket):
             list(ex.map(work, range(8)))
     finally:
         os.close(fd)
+
+
+def _mmap_threads_child(path, want):
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        bad = []
+
+        def work(seed):
+            rng = random.Random(seed)
+            for _ in range(60):
+                off, ln = rng.randrange(len(want)), rng.choice([1, 4096, 70001, MiB])
+                if mm[off:off + ln] != want[off:off + ln]:
+                    bad.append((off, ln))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    os._exit(1 if bad else 0)
+
+
+def test_threads_on_one_mmap_read_identical_bytes(m, data_bucket):
+    # a loader's worker threads slicing one memory-mapped file; a failed page
+    # fault is SIGBUS, so the threads run in a child process
+    ctx = multiprocessing.get_context("fork")
+    p = ctx.Process(target=_mmap_threads_child, args=(m.join(BIG), data_bucket[BIG]))
+    p.start()
+    p.join(180)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("mmap readers hung")
+    assert p.exitcode == 0, {1: "wrong bytes from the mapping",
+                             -signal.SIGBUS: "SIGBUS: a page fault failed (EIO)"}.get(
+        p.exitcode, "exit %s" % p.exitcode)
 
 
 def test_processes_on_one_file_read_identical_bytes(m, data_bucket):
