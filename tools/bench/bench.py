@@ -1,0 +1,475 @@
+#!/usr/bin/python3
+"""objmount beside s3fs-fuse and rclone mount, on one private s3rver, in one run.
+
+    /usr/bin/python3 tools/bench/bench.py [--quick] [--runs N] [--latency 0,10]
+        [--peers objmount,s3fs,rclone] [--cases seq,small1,small8,ls]
+        [--out results/DIR] [--update-doc] [--timeout S]
+
+Starts its own s3rver (fresh directory) and the fault proxy in front of it,
+seeds the data once with boto3, then for every latency (set on the proxy at
+run time), run, case and peer: mounts the peer through the proxy, drops the
+kernel page cache, re-reads the server's own files for the case (so s3rver
+serves from memory), measures, and unmounts. A curl reference ("the limit")
+is measured the same way. Peers rotate order from run to run.
+
+Writes results.md, results.json, chart.png and logs/ to --out (default
+results/<timestamp>/) and prints the Markdown table. --update-doc rewrites the
+"Latest results" section of doc/benchmarks.md. Everything it started is
+stopped on exit, on errors and on Ctrl-C/SIGTERM. Must run as root
+(drop_caches); see doc/benchmarks.md for the method.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import cases as casemod  # noqa: E402
+import peers as peermod  # noqa: E402
+import report  # noqa: E402
+from harness.faultproxy import FaultProxy  # noqa: E402  (path set up by peers)
+from harness.s3server import S3Server  # noqa: E402
+
+REPO_ROOT = peermod.REPO_ROOT
+DISPLAY_ORDER = ["objmount", "s3fs", "rclone", "curl", "curl-direct"]
+BUCKET = peermod.BUCKET
+MiB = 1 << 20
+
+
+def log(msg):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+class Interrupted(BaseException):
+    pass
+
+
+def _on_signal(signum, frame):
+    raise Interrupted("signal %d" % signum)
+
+
+# -- servers ----------------------------------------------------------------------------
+HEAD_FIX_JS = os.path.join(HERE, "proxy_head_fix.js")
+
+
+def proxy_stalls_on_head(fp, n=300, limit=3.0):
+    """True when n keep-alive HEADs (of a missing key) through the proxy take
+    longer than limit seconds (they take ~0.5 s when the proxy is healthy)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", fp.port, timeout=limit)
+    t0 = time.monotonic()
+    try:
+        for i in range(n):
+            conn.request("HEAD", "/%s/bench-probe-%d" % (BUCKET, i))
+            conn.getresponse().read()
+            if time.monotonic() - t0 > limit:
+                return True
+    except OSError:
+        return True
+    finally:
+        conn.close()
+    return False
+
+
+def start_proxy(srv):
+    """The fault proxy in front of srv; (proxy, workaround or None).
+
+    If the proxy stalls on HEADs (it did not drain upstream HEAD responses),
+    restart it with tools/bench/proxy_head_fix.js preloaded, and say so."""
+    fp = FaultProxy(srv).start()
+    if not proxy_stalls_on_head(fp):
+        return fp, None
+    fp.stop()
+    log("warning: the fault proxy stalls after 256 HEAD requests (upstream HEAD responses "
+        "are not drained); restarting it with %s preloaded" % os.path.relpath(HEAD_FIX_JS))
+    old = os.environ.get("NODE_OPTIONS")
+    os.environ["NODE_OPTIONS"] = ((old or "") + " --require " + HEAD_FIX_JS).strip()
+    try:
+        fp, proxy_fix = start_proxy(srv)
+    finally:
+        if old is None:
+            del os.environ["NODE_OPTIONS"]
+        else:
+            os.environ["NODE_OPTIONS"] = old
+    if proxy_stalls_on_head(fp):
+        fp.stop()
+        raise RuntimeError("the fault proxy stalls on HEAD requests even with %s" % HEAD_FIX_JS)
+    return fp, "proxy_head_fix.js preloaded (the proxy did not drain upstream HEAD responses)"
+
+
+# -- data ---------------------------------------------------------------------------
+def seed(srv, dsets, seed_value, work):
+    """Store every data set in the bucket (straight to s3rver, not the proxy)."""
+    from boto3.s3.transfer import TransferConfig
+
+    t0 = time.monotonic()
+    rng = random.Random(seed_value)
+    pool = rng.randbytes(8 * MiB)  # small objects are slices of this pool
+    s3 = srv.client()
+    for ds in dsets.values():
+        if ds.count == 1 and ds.min_size >= 64 * MiB:
+            key, size = ds.objects[0]
+            path = os.path.join(work, "large.bin")
+            with open(path, "wb") as f:
+                left = size
+                while left:
+                    n = min(left, 8 * MiB)
+                    f.write(rng.randbytes(n))
+                    left -= n
+            s3.upload_file(path, BUCKET, key, Config=TransferConfig(
+                multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB, max_concurrency=4))
+            os.unlink(path)
+            continue
+        offsets = [rng.randrange(0, len(pool) - size) for _, size in ds.objects]
+
+        def put(i, ds=ds, offsets=offsets):
+            key, size = ds.objects[i]
+            s3.put_object(Bucket=BUCKET, Key=key, Body=pool[offsets[i]:offsets[i] + size])
+
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            for _ in ex.map(put, range(ds.count)):
+                pass
+    log("seeded %s in %.1f s" % (", ".join("%s (%d)" % (d.name, d.count) for d in dsets.values()),
+                                 time.monotonic() - t0))
+
+
+class Context:
+    """What cases need from the run: work dir, cache control."""
+
+    def __init__(self, work, srv, dsets, cold):
+        self.work = work
+        self.srv = srv
+        self.dsets = dsets
+        self.cold = cold
+        self.drop_ok = None
+
+    def drop_caches(self):
+        if not self.cold:
+            return
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            self.drop_ok = True
+        except OSError as e:
+            if self.drop_ok is None:
+                log("cannot drop the page cache (%s): reads are not guaranteed cold" % e)
+            self.drop_ok = False
+
+    def warm(self, dataset):
+        """Read s3rver's files of a data set so the server answers from memory."""
+        ds = self.dsets[dataset]
+        root = os.path.join(self.srv.data_dir, BUCKET, ds.prefix)
+        buf = bytearray(MiB)
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                with open(os.path.join(dirpath, name), "rb", buffering=0) as f:
+                    while f.readinto(buf):
+                        pass
+
+
+# -- one measured run -------------------------------------------------------------------
+def measure_mount(peer, case, ctx, fp, logdir, timeout):
+    mnt = os.path.join(ctx.work, "mnt", peer.name)
+    logp = os.path.join(logdir, "%s.log" % peer.name)
+    try:
+        m = peer.mount(fp.endpoint, mnt, ctx.work, logp)
+    except peermod.MountError as e:
+        return {"error": "mount: %s" % e}
+    try:
+        ctx.drop_caches()
+        ctx.warm(case.dataset)
+        fp.reset_stats()
+        cpu0 = peermod.cpu_seconds(m.pid)
+        try:
+            res = case.run_mount(ctx, mnt, timeout)
+        except casemod.CaseTimeout as e:
+            log("  %s timed out: killing the mount" % peer.name)
+            peermod.kill_mount(m)
+            casemod.reap_children()
+            return {"error": "timeout: %s" % e}
+        except casemod.CaseError as e:
+            return {"error": str(e)}
+        cpu1 = peermod.cpu_seconds(m.pid)
+        hwm = peermod.peak_rss_kib(m.pid)
+        if m.proc.poll() is not None:
+            return {"error": "daemon exited with %s during the run" % m.proc.returncode}
+        res["cpu_s"] = cpu1 - cpu0
+        res["peak_rss_mib"] = hwm / 1024.0
+        res["requests"] = fp.stats()["requests"]["by_kind"]
+        return res
+    finally:
+        casemod.reap_children()  # nothing may hold the mount open (Ctrl-C mid-run)
+        problems = peermod.unmount(m)
+        if problems:
+            log("  unmount %s: %s" % (peer.name, "; ".join(problems)))
+
+
+def measure_reference(peer, case, ctx, fp, srv, timeout):
+    endpoint = srv.endpoint if peer.direct else fp.endpoint
+    ctx.drop_caches()
+    ctx.warm(case.dataset)
+    fp.reset_stats()
+    try:
+        res = case.run_reference(ctx, endpoint, timeout)
+    except casemod.CaseTimeout as e:
+        casemod.reap_children()
+        return {"error": "timeout: %s" % e}
+    except casemod.CaseError as e:
+        return {"error": str(e)}
+    if not peer.direct:
+        res["requests"] = fp.stats()["requests"]["by_kind"]
+    return res
+
+
+# -- main -----------------------------------------------------------------------------
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--quick", action="store_true",
+                    help="1 run per figure (default 3) and 1000 small files: a smoke test")
+    ap.add_argument("--runs", type=int, default=None, help="runs per figure (median)")
+    ap.add_argument("--latency", default="0,10",
+                    help="comma-separated first-byte latencies in ms (default 0,10)")
+    ap.add_argument("--peers", default="objmount,s3fs,rclone",
+                    help="mount peers to compare (objmount, s3fs, rclone)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the curl reference rows")
+    ap.add_argument("--cases", default="seq,small1,small8,ls",
+                    help="cases to run (seq, small1, small8, ls)")
+    ap.add_argument("--out", default=None, help="output folder (default results/<timestamp>)")
+    ap.add_argument("--update-doc", action="store_true",
+                    help="rewrite the Latest results section of doc/benchmarks.md")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds one measured run may take before it counts as failed")
+    ap.add_argument("--large-mib", type=int, default=512, help="size of the large object")
+    ap.add_argument("--small-count", type=int, default=None,
+                    help="number of ~110 KB objects (default 2000; 1000 with --quick)")
+    ap.add_argument("--ls-count", type=int, default=5000, help="objects in the ls -l folder")
+    ap.add_argument("--seed", default="objmount-bench", help="seed of the data generator")
+    ap.add_argument("--warm", action="store_true",
+                    help="do not drop the page cache (debugging only)")
+    ap.add_argument("--objmount", default=None, help="objmount binary (default build/objmount)")
+    ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
+    ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
+    ap.add_argument("--rclone-flags", default="", help="extra flags for rclone mount")
+    ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--report", metavar="DIR", default=None,
+                    help="measure nothing: re-render DIR/results.json (with --update-doc: "
+                         "put it into doc/benchmarks.md)")
+    args = ap.parse_args(argv)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    if args.small_count is None:
+        args.small_count = 1000 if args.quick else 2000
+    args.latencies = [int(x) for x in args.latency.split(",") if x.strip()]
+    args.peer_names = [p.strip() for p in args.peers.split(",") if p.strip()]
+    for p in args.peer_names:
+        if p not in peermod.MOUNT_PEERS:
+            ap.error("unknown peer %r (choose from %s)" % (p, ", ".join(peermod.MOUNT_PEERS)))
+    args.case_names = [c.strip() for c in args.cases.split(",") if c.strip()]
+    return args
+
+
+def build_peers(args):
+    peers, skipped = [], {}
+    for name in args.peer_names:
+        if name == "objmount":
+            p = peermod.Objmount(args.objmount)
+            p.extra = [o for o in args.objmount_opts.split(",") if o]
+        elif name == "s3fs":
+            p = peermod.S3fs()
+            p.extra = [o for o in args.s3fs_opts.split(",") if o]
+        else:
+            p = peermod.Rclone()
+            p.extra = args.rclone_flags.split()
+        why = p.available()
+        if why:
+            log("skipping %s: %s" % (name, why))
+            skipped[name] = why
+            continue
+        peers.append(p)
+    if not args.no_reference:
+        peers += [peermod.Curl(direct=False), peermod.Curl(direct=True)]
+    return peers, skipped
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--", "src",
+                                "include", "meson.build"], capture_output=True,
+                               text=True).stdout.strip()
+        return out + ("+dirty" if dirty else "")
+    except OSError:
+        return "?"
+
+
+def rerender(args):
+    import json
+
+    with open(os.path.join(args.report, "results.json")) as f:
+        result = json.load(f)
+    md, chart = report.write_outputs(result, args.report)
+    print(md)
+    if args.update_doc:
+        update_doc(result, chart)
+    return 0
+
+
+def update_doc(result, chart):
+    doc = os.path.join(REPO_ROOT, "doc", "benchmarks.md")
+    body = report.markdown(result) + "\nPeers:\n\n" + report.settings_markdown(result["meta"])
+    report.update_doc(doc, body, chart)
+    log("updated %s" % doc)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report:
+        return rerender(args)
+    if os.geteuid() != 0 and not args.warm:
+        log("warning: not root: the page cache cannot be dropped (use --warm to accept)")
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    out_dir = args.out or os.path.join(REPO_ROOT, "results", time.strftime("%Y%m%d-%H%M%S"))
+    logdir = os.path.join(out_dir, "logs")
+    os.makedirs(logdir, exist_ok=True)
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+    dsets = casemod.datasets(args.large_mib, args.small_count, args.ls_count)
+    for ds in dsets.values():
+        ds.plan(args.seed)
+    all_cases = casemod.make_cases(dsets)
+    for c in args.case_names:
+        if c not in all_cases:
+            log("unknown case %r (choose from %s)" % (c, ", ".join(all_cases)))
+            return 2
+    cases = {c: all_cases[c] for c in args.case_names}
+    needed = {c.dataset for c in cases.values()}
+    dsets_needed = {k: v for k, v in dsets.items() if k in needed}
+
+    peers, skipped = build_peers(args)
+    work = tempfile.mkdtemp(prefix="objmount-bench-")
+    srv = fp = ctx = proxy_fix = None
+    runs = []
+    t_start = time.monotonic()
+    interrupted = False
+    try:
+        srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+        fp, proxy_fix = start_proxy(srv)
+        log("s3rver %s, proxy %s, work %s" % (srv.endpoint, fp.endpoint, work))
+        seed(srv, dsets_needed, args.seed, work)
+        for p in peers:
+            if p.kind == "mount":
+                p.prepare(fp.endpoint, work)
+        ctx = Context(work, srv, dsets, cold=not args.warm)
+        failed = set()  # (latency, case, peer) that timed out: not retried
+        for lat in args.latencies:
+            fp.set_faults(latency={"first_byte_ms": lat} if lat else None)
+            for run in range(args.runs):
+                for cname, case in cases.items():
+                    k = run % len(peers) if peers else 0
+                    for peer in peers[k:] + peers[:k]:
+                        if peer.kind == "reference" and peer.direct and lat != args.latencies[0]:
+                            continue
+                        key = (lat, cname, peer.name)
+                        if key in failed:
+                            continue
+                        t0 = time.monotonic()
+                        if peer.kind == "mount":
+                            res = measure_mount(peer, case, ctx, fp, logdir, args.timeout)
+                        else:
+                            res = measure_reference(peer, case, ctx, fp, srv, args.timeout)
+                        res.update({"latency_ms": lat, "case": cname, "peer": peer.name,
+                                    "run": run + 1, "wall_s": time.monotonic() - t0})
+                        runs.append(res)
+                        if "error" in res:
+                            log("%3d ms run %d %-7s %-12s FAILED: %s"
+                                % (lat, run + 1, cname, peer.name, res["error"][:200]))
+                            if res["error"].startswith("timeout"):
+                                failed.add(key)
+                        else:
+                            extra = ""
+                            if "cpu_s" in res:
+                                extra = "  cpu %.2f s  rss %.0f MiB" % (res["cpu_s"],
+                                                                      res["peak_rss_mib"])
+                            log("%3d ms run %d %-7s %-12s %10.2f %s%s"
+                                % (lat, run + 1, cname, peer.name, res["value"], case.unit,
+                                   extra))
+    except (KeyboardInterrupt, Interrupted) as e:
+        interrupted = True
+        log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
+    finally:
+        # a second Ctrl-C or a SIGTERM must not cut the cleanup short
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        casemod.reap_children(wait=False)
+        for m in peermod.live_mounts():
+            problems = peermod.unmount(m, timeout=10.0)
+            if problems:
+                log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
+        casemod.reap_children()
+        if fp is not None:
+            fp.stop()
+        if srv is not None:
+            srv.stop()
+        still = [mp for mp in peermod.mountinfo() if mp.startswith(work + os.sep)]
+        if still:
+            log("NOT removing %s: still mounted: %s" % (work, ", ".join(still)))
+        elif not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log("work directory kept: %s" % work)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _on_signal)
+
+    if not runs:
+        return 130 if interrupted else 1
+    meta = {
+        "started": started, "host": platform.node(), "cpus": os.cpu_count(),
+        "kernel": platform.release(), "commit": git_commit(), "runs": args.runs,
+        "quick": args.quick, "latencies_ms": args.latencies, "interrupted": interrupted,
+        "cold_cache": bool(ctx and ctx.drop_ok),
+        "duration_s": round(time.monotonic() - t_start, 1),
+        "peers_run": sorted((p.name for p in peers if any(r["peer"] == p.name for r in runs)),
+                            key=DISPLAY_ORDER.index),
+        "peer_kind": {p.name: p.kind for p in peers},
+        "versions": {p.name: p.version() for p in peers},
+        "settings": {p.name: p.settings() for p in peers},
+        "skipped_peers": skipped,
+        "datasets": {d.name: d.describe() for d in dsets_needed.values()},
+        "cases": {c.name: {"title": c.title, "unit": c.unit,
+                           "higher_is_better": c.higher_is_better} for c in cases.values()},
+        "command": " ".join(sys.argv),
+        "proxy_workaround": proxy_fix,
+    }
+    summary = report.summarize(runs)
+    result = {"meta": meta, "runs": runs, "summary": summary,
+              "ratios": report.ratios(summary, meta["cases"])}
+    md, chart = report.write_outputs(result, out_dir)
+    print(md)
+    log("results in %s (%.0f s)" % (out_dir, meta["duration_s"]))
+    if args.update_doc and not interrupted:
+        update_doc(result, chart)
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The filesystems bench.py compares, and the process bookkeeping around them.
+
+A peer is either a FUSE filesystem (objmount, s3fs-fuse, rclone mount) that
+bench.py mounts fresh for every measured run, or a reference (curl straight
+at the S3 endpoint) that shows what the server itself can deliver.
+
+Each mount peer runs in the foreground as one process that bench.py starts
+(in its own session, with PR_SET_PDEATHSIG), so its CPU time and peak RSS
+come from /proc/PID and it can always be stopped by its pid.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
+
+from harness import s3server  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BUCKET = "bench"
+
+
+# -- /proc helpers -------------------------------------------------------------
+def mountinfo():
+    """{mountpoint: fstype} of the current mount namespace."""
+    out = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            mp = fields[4].encode().decode("unicode_escape")
+            out[mp] = fields[sep + 1]
+    return out
+
+
+def is_mounted(path):
+    return os.path.realpath(path) in mountinfo()
+
+
+def cpu_seconds(pid):
+    """user + system CPU seconds of pid (all threads), or None when gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # fields after ")" start at field 3 (state); utime is 14, stime 15
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def peak_rss_kib(pid):
+    """VmHWM of pid in KiB, or None when gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def tool_version(argv):
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=10, text=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    text = (p.stdout or p.stderr).strip().splitlines()
+    return text[0].strip() if text else "unknown"
+
+
+# -- mounts ----------------------------------------------------------------------
+class MountError(RuntimeError):
+    pass
+
+
+class Mount:
+    """A running FUSE mount: the foreground daemon process and its mountpoint."""
+
+    def __init__(self, peer, mountpoint, proc, log_path):
+        self.peer = peer
+        self.mountpoint = mountpoint
+        self.proc = proc
+        self.pid = proc.pid
+        self.log_path = log_path
+
+    def log_tail(self, n=3000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+_live_mounts = []
+
+
+def live_mounts():
+    return list(_live_mounts)
+
+
+def unmount(m, timeout=20.0):
+    """Unmount and stop the daemon. Never raises; returns a list of problems.
+
+    fusermount3 -u first (the daemon then exits by itself); if the daemon is
+    stuck, SIGTERM then SIGKILL it (which aborts the FUSE connection) and
+    detach the mountpoint lazily."""
+    problems = []
+    if is_mounted(m.mountpoint):
+        for cmd in (["fusermount3", "-u", m.mountpoint], ["umount", m.mountpoint]):
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode == 0 or not is_mounted(m.mountpoint):
+                break
+            problems.append("%s: %s" % (" ".join(cmd[:2]), p.stderr.strip()))
+    deadline = time.monotonic() + timeout
+    while m.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if m.proc.poll() is not None:
+            break
+        problems.append("daemon still running: %s" % sig.name)
+        try:
+            os.killpg(m.pid, sig)
+        except OSError:
+            pass
+        try:
+            m.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    if is_mounted(m.mountpoint):
+        subprocess.run(["umount", "-l", m.mountpoint], capture_output=True)
+        problems.append("lazy unmount needed")
+    if m in _live_mounts:
+        _live_mounts.remove(m)
+    return problems
+
+
+def kill_mount(m):
+    """Hard stop for a hung run: SIGKILL the daemon (aborts the FUSE
+    connection, so blocked readers get ENOTCONN), then unmount."""
+    try:
+        os.killpg(m.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    return unmount(m, timeout=5.0)
+
+
+class MountPeer:
+    kind = "mount"
+    name = "?"
+    extra = []  # user-supplied extra options / flags
+
+    def available(self):
+        """None when usable, else the reason it is not."""
+        return None
+
+    def version(self):
+        return "unknown"
+
+    def settings(self):
+        """One line describing the options used (for the report)."""
+        return ""
+
+    def command(self, endpoint, mountpoint, work):
+        """(argv, extra environment) of the foreground daemon."""
+        raise NotImplementedError
+
+    def prepare(self, endpoint, work):
+        """Write config files once per invocation."""
+
+    def mount(self, endpoint, mountpoint, work, log_path, timeout=30.0):
+        os.makedirs(mountpoint, exist_ok=True)
+        if is_mounted(mountpoint):
+            raise MountError("%s is already mounted" % mountpoint)
+        argv, env_extra = self.command(endpoint, mountpoint, work)
+        env = clean_env()
+        env.update(env_extra)
+        with open(log_path, "ab") as log:
+            log.write(("\n== %s %s\n" % (time.strftime("%H:%M:%S"), " ".join(argv))).encode())
+            log.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    env=env, start_new_session=True,
+                                    preexec_fn=s3server._set_pdeathsig)
+        m = Mount(self, mountpoint, proc, log_path)
+        _live_mounts.append(m)
+        deadline = time.monotonic() + timeout
+        while not is_mounted(mountpoint):
+            if proc.poll() is not None:
+                unmount(m)
+                raise MountError("%s exited with %s before mounting: %s"
+                                 % (self.name, proc.returncode, m.log_tail(800).strip()))
+            if time.monotonic() > deadline:
+                kill_mount(m)
+                raise MountError("%s did not mount within %.0f s" % (self.name, timeout))
+            time.sleep(0.02)
+        try:
+            os.stat(mountpoint)  # the root answers (getattr only, no listing)
+        except OSError as e:
+            kill_mount(m)
+            raise MountError("%s mounted but its root fails: %s" % (self.name, e))
+        return m
+
+
+def clean_env():
+    env = dict(os.environ)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AIS_AUTHN_TOKEN", "AWS_ENDPOINT_URL",
+                "AIS_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CA_BUNDLE",
+                "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy",
+                "ALL_PROXY"):
+        env.pop(var, None)
+    return env
+
+
+class S3fs(MountPeer):
+    """s3fs-fuse, with its disk cache off and the read/upload parallelism
+    set to objmount's part size and a comparable window (8 x 8 MiB)."""
+
+    name = "s3fs"
+    options = ["use_path_request_style", "sigv4", "endpoint=us-east-1",
+               "parallel_count=8", "multipart_size=8", "multireq_max=20",
+               "enable_noobj_cache", "dbglevel=warn"]
+
+    def available(self):
+        return None if shutil.which("s3fs") else "s3fs not installed"
+
+    def version(self):
+        return tool_version(["s3fs", "--version"])
+
+    def settings(self):
+        return "-o " + ",".join(["url=PROXY", "passwd_file=F", "tmpdir=TMP"] + self.options + self.extra)
+
+    def prepare(self, endpoint, work):
+        self.passwd = os.path.join(work, "s3fs.passwd")
+        fd = os.open(self.passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("%s:%s\n" % (s3server.ACCESS_KEY, s3server.SECRET_KEY))
+        self.tmpdir = os.path.join(work, "s3fs-tmp")
+        os.makedirs(self.tmpdir, exist_ok=True)
+
+    def command(self, endpoint, mountpoint, work):
+        opts = ["url=" + endpoint, "passwd_file=" + self.passwd, "tmpdir=" + self.tmpdir]
+        opts += self.options + self.extra
+        return ["s3fs", BUCKET, mountpoint, "-f", "-o", ",".join(opts)], {}
+
+
+class Rclone(MountPeer):
+    """rclone mount with no VFS cache (reads stream from S3, as objmount's)."""
+
+    name = "rclone"
+    flags = ["--vfs-cache-mode", "off", "--use-server-modtime", "--read-only",
+             "--log-level", "NOTICE"]
+
+    def available(self):
+        return None if shutil.which("rclone") else "rclone not installed"
+
+    def version(self):
+        return tool_version(["rclone", "version"])
+
+    def settings(self):
+        return " ".join(["rclone mount bench:bench MNT --config F --cache-dir TMP"]
+                        + self.flags + self.extra)
+
+    def prepare(self, endpoint, work):
+        self.config = os.path.join(work, "rclone.conf")
+        fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
+                    "access_key_id = %s\nsecret_access_key = %s\nregion = %s\n"
+                    "endpoint = %s\nforce_path_style = true\n"
+                    % (s3server.ACCESS_KEY, s3server.SECRET_KEY, s3server.REGION, endpoint))
+        self.cache_dir = os.path.join(work, "rclone-cache")
+        os.makedirs(self.cache_dir, exist_ok=True)
+
+    def command(self, endpoint, mountpoint, work):
+        return (["rclone", "mount", "bench:" + BUCKET, mountpoint, "--config", self.config,
+                 "--cache-dir", self.cache_dir] + self.flags + self.extra,
+                {"RCLONE_CONFIG": self.config})
+
+
+class Objmount(MountPeer):
+    """objmount with its defaults (plus any --objmount-opts)."""
+
+    name = "objmount"
+
+    def __init__(self, binary=None):
+        self.binary = binary or os.path.join(REPO_ROOT, "build", "objmount")
+
+    def available(self):
+        if not os.access(self.binary, os.X_OK):
+            return "%s is not built (ninja -C build)" % self.binary
+        return None
+
+    def version(self):
+        v = tool_version([self.binary, "-V"])
+        try:
+            commit = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip()
+        except OSError:
+            commit = "?"
+        return "%s (tree %s)" % (v, commit)
+
+    def settings(self):
+        return "-f -o " + ",".join(["endpoint=PROXY"] + self.extra) + " (defaults otherwise)"
+
+    def command(self, endpoint, mountpoint, work):
+        opts = ",".join(["endpoint=" + endpoint] + self.extra)
+        return ([self.binary, BUCKET, mountpoint, "-f", "-o", opts],
+                {"AWS_ACCESS_KEY_ID": s3server.ACCESS_KEY,
+                 "AWS_SECRET_ACCESS_KEY": s3server.SECRET_KEY})
+
+
+class Curl:
+    """Reference, not a filesystem: curl GETs straight at the endpoint.
+
+    direct=False goes through the fault proxy (same path and latency as the
+    mounts); direct=True goes to s3rver itself (no proxy, no latency)."""
+
+    kind = "reference"
+
+    def __init__(self, direct=False):
+        self.direct = direct
+        self.name = "curl-direct" if direct else "curl"
+
+    def available(self):
+        return None if shutil.which("curl") else "curl not installed"
+
+    def version(self):
+        return " ".join(tool_version(["curl", "--version"]).split()[:2])
+
+    def settings(self):
+        return ("unsigned GETs to s3rver itself, bypassing the proxy" if self.direct
+                else "unsigned GETs through the proxy")
+
+
+MOUNT_PEERS = {"objmount": Objmount, "s3fs": S3fs, "rclone": Rclone}
