@@ -40,6 +40,13 @@ a diff of megabytes; read_checked(path, want) reads to EOF and accepts only
 identical bytes or EIO; seed(s3client, bucket, {key: bytes}) uploads in
 parallel; SIZES, SMALL_FILES, size_key() describe the session data set
 (fixture data_bucket in tests/integration/conftest.py).
+
+Objects checked with boto3, never through the mount: get_object(s3client,
+bucket, key); check_object(s3client, bucket, key, want) compares the stored
+bytes and the HEAD size with want; check_object_file(..., path) does the same
+against a local file, streaming (for objects too big to hold twice).
+random_file(path, size) writes size bytes of os.urandom quickly and returns
+their MD5 hex; wait_for(pred, timeout) polls until pred() is true.
 """
 
 import atexit
@@ -586,3 +593,66 @@ def new_bucket(s3client, tag="m"):
     name = "%s-%s" % (tag, uuid.uuid4().hex[:12])
     s3client.create_bucket(Bucket=name)
     return name
+
+
+# -- objects, checked with boto3 (never through the mount) ------------------------
+def get_object(s3client, bucket, key):
+    """The stored bytes of bucket/key, fetched with boto3."""
+    return s3client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def check_object(s3client, bucket, key, want, what=None):
+    """AssertionError unless bucket/key holds exactly want (HEAD size and the
+    bytes of a GET, the first differing offset named)."""
+    what = what or "object %s" % key
+    head = s3client.head_object(Bucket=bucket, Key=key)
+    got = get_object(s3client, bucket, key)
+    check_bytes(got, want, what)
+    assert head["ContentLength"] == len(want), "%s: HEAD says %d bytes, want %d" % (
+        what, head["ContentLength"], len(want))
+
+
+def check_object_file(s3client, bucket, key, path, chunk=8 * MiB):
+    """check_object against the bytes of a local file, streaming both sides,
+    so a GiB object is never held in memory twice."""
+    size = os.path.getsize(path)
+    head = s3client.head_object(Bucket=bucket, Key=key)
+    assert head["ContentLength"] == size, "object %s: HEAD says %d bytes, the file has %d" % (
+        key, head["ContentLength"], size)
+    body = s3client.get_object(Bucket=bucket, Key=key)["Body"]
+    pos = 0
+    with open(path, "rb") as f:
+        while True:
+            want = f.read(chunk)
+            got = body.read(len(want)) if want else body.read(1)
+            if not want:
+                assert not got, "object %s: longer than the %d bytes of %s" % (key, size, path)
+                return
+            check_bytes(got, want, "object %s at offset %d" % (key, pos))
+            pos += len(want)
+
+
+def random_file(path, size, chunk=MiB):
+    """Write size random bytes (os.urandom, ~1 GiB in a few seconds) to path;
+    returns their MD5 as hex."""
+    import hashlib
+
+    h = hashlib.md5()
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            b = os.urandom(min(chunk, left))
+            h.update(b)
+            f.write(b)
+            left -= len(b)
+    return h.hexdigest()
+
+
+def wait_for(pred, timeout=10.0, interval=0.05):
+    """Poll pred() until it returns true (returned) or timeout passes (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(interval)

@@ -6,6 +6,7 @@
           fresh mount point, endpoint defaulting to s3server). Every mount is
           unmounted at teardown, and the test errors unless each daemon was
           still alive then and exited 0 after the unmount.
+  cache_dir    function: a fresh, empty directory for -o cache_dir=
   data_bucket  session: seeded objects of part-boundary sizes, 100 MiB, and
           64 small files (layout: SIZES, SMALL_FILES in harness.mount)
 """
@@ -29,6 +30,15 @@ def mount(s3server):
         yield factory
     finally:
         factory.finish()
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    """A fresh cache_dir for one test (objmount puts staging/ and recovery/
+    in it); pass it as -o cache_dir= so no test touches the user's cache."""
+    d = tmp_path / "cache"
+    d.mkdir()
+    return str(d)
 
 
 # -- a session bucket of seeded objects for read tests -----------------------------
