@@ -118,18 +118,19 @@ def seed(srv, dsets, seed_value, work):
     pool = rng.randbytes(8 * MiB)  # small objects are slices of this pool
     s3 = srv.client()
     for ds in dsets.values():
-        if ds.count == 1 and ds.min_size >= 64 * MiB:
-            key, size = ds.objects[0]
-            path = os.path.join(work, "large.bin")
-            with open(path, "wb") as f:
-                left = size
-                while left:
-                    n = min(left, 8 * MiB)
-                    f.write(rng.randbytes(n))
-                    left -= n
-            s3.upload_file(path, BUCKET, key, Config=TransferConfig(
-                multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB, max_concurrency=4))
-            os.unlink(path)
+        if ds.count == 1 or ds.max_size > len(pool) // 2:
+            for key, size in ds.objects:  # large objects: streamed from a file
+                path = os.path.join(work, "large.bin")
+                with open(path, "wb") as f:
+                    left = size
+                    while left:
+                        n = min(left, 8 * MiB)
+                        f.write(rng.randbytes(n))
+                        left -= n
+                s3.upload_file(path, BUCKET, key, Config=TransferConfig(
+                    multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB,
+                    max_concurrency=4))
+                os.unlink(path)
             continue
         offsets = [rng.randrange(0, len(pool) - size) for _, size in ds.objects]
 
@@ -344,6 +345,10 @@ def main(argv=None):
     if os.geteuid() != 0 and not args.warm:
         log("warning: not root: the page cache cannot be dropped (use --warm to accept)")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
+    load_before = os.getloadavg()
+    if load_before[0] > (os.cpu_count() or 1):
+        log("warning: load average %.1f on %d CPUs before the run: other work will skew "
+            "the figures" % (load_before[0], os.cpu_count()))
     out_dir = args.out or os.path.join(REPO_ROOT, "results", time.strftime("%Y%m%d-%H%M%S"))
     logdir = os.path.join(out_dir, "logs")
     os.makedirs(logdir, exist_ok=True)
@@ -367,6 +372,7 @@ def main(argv=None):
     peers, skipped = build_peers(args)
     work = tempfile.mkdtemp(prefix="objmount-bench-")
     srv = fp = ctx = proxy_fix = None
+    versions = {}
     runs = []
     t_start = time.monotonic()
     interrupted = False
@@ -378,6 +384,7 @@ def main(argv=None):
         for p in peers:
             if p.kind == "mount":
                 p.prepare(fp.endpoint, work)
+        versions = {p.name: p.version() for p in peers}
         ctx = Context(work, srv, dsets, cold=not args.warm)
         failed = set()  # (latency, case, peer) that timed out: not retried
         for lat in args.latencies:
@@ -451,7 +458,7 @@ def main(argv=None):
         "peers_run": sorted((p.name for p in peers if any(r["peer"] == p.name for r in runs)),
                             key=DISPLAY_ORDER.index),
         "peer_kind": {p.name: p.kind for p in peers},
-        "versions": {p.name: p.version() for p in peers},
+        "versions": versions,
         "settings": {p.name: p.settings() for p in peers},
         "skipped_peers": skipped,
         "datasets": {d.name: d.describe() for d in dsets_needed.values()},
@@ -459,6 +466,7 @@ def main(argv=None):
                            "higher_is_better": c.higher_is_better} for c in cases.values()},
         "command": " ".join(sys.argv),
         "proxy_workaround": proxy_fix,
+        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }
     summary = report.summarize(runs)
     result = {"meta": meta, "runs": runs, "summary": summary,

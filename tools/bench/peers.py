@@ -296,6 +296,18 @@ class Objmount(MountPeer):
             return "%s is not built (ninja -C build)" % self.binary
         return None
 
+    def prepare(self, endpoint, work):
+        """Run a private copy: a rebuild of build/objmount during the run
+        (others work in the same tree) must not change the binary measured."""
+        import hashlib
+
+        copy = os.path.join(work, "objmount")
+        shutil.copy2(self.binary, copy)
+        with open(copy, "rb") as f:
+            self.sha256 = hashlib.sha256(f.read()).hexdigest()
+        self.source = self.binary
+        self.binary = copy
+
     def version(self):
         v = tool_version([self.binary, "-V"])
         try:
@@ -303,7 +315,8 @@ class Objmount(MountPeer):
                                     capture_output=True, text=True).stdout.strip()
         except OSError:
             commit = "?"
-        return "%s (tree %s)" % (v, commit)
+        sha = getattr(self, "sha256", None)
+        return "%s (tree %s%s)" % (v, commit, ", binary sha256 %s" % sha[:12] if sha else "")
 
     def settings(self):
         return "-f -o " + ",".join(["endpoint=PROXY"] + self.extra) + " (defaults otherwise)"

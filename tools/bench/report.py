@@ -95,9 +95,11 @@ def markdown(result):
     lats = meta["latencies_ms"]
     L = []
     L.append("Run %s on %s (%d CPUs, %s), objmount tree %s; median of %d run%s per figure; "
-             "injected latency is per request, before the first byte."
+             "injected latency is per request, before the first byte. Load average "
+             "%.1f before, %.1f after."
              % (meta["started"], meta["host"], meta["cpus"], meta["kernel"], meta["commit"],
-                meta["runs"], "" if meta["runs"] == 1 else "s"))
+                meta["runs"], "" if meta["runs"] == 1 else "s",
+                meta.get("loadavg_before", [0])[0], meta.get("loadavg_after", [0])[0]))
     L.append("")
     head = ["case", "latency"] + mount_peers + refs
     cmp = [o for o in ("s3fs", "rclone") if o in peers and "objmount" in peers]
