@@ -373,3 +373,18 @@ def test_aistore_short_part_caught_with_multipart_etags(mount, bucket, s3client,
     assert faultproxy.faults_injected("short_put") == 1
     nothing_left(cache_dir)
     no_uploads_left(s3client, bucket)
+
+
+# -- verify=read ---------------------------------------------------------------------------------
+def test_verify_read_reads_each_commit_back(mount, bucket, s3client, faultproxy, cache_dir):
+    m = rw(mount, bucket, cache_dir, faultproxy.endpoint, "verify=read")
+    small, big = payload("vr-small", SMALL), payload("vr-big", BIG)
+    write_file(m.join("small.bin"), small)
+    gets = faultproxy.requests_seen(kind="GetObject")
+    assert gets >= 1, "verify=read did not read the single PUT back"
+    write_file(m.join("big.bin"), big)
+    assert faultproxy.requests_seen(kind="GetObject") > gets, \
+        "verify=read did not read the multipart object back"
+    check_object(s3client, bucket, "small.bin", small)
+    check_object(s3client, bucket, "big.bin", big)
+    nothing_left(cache_dir)

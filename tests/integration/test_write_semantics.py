@@ -361,3 +361,22 @@ def test_two_descriptors_of_one_file_share_its_contents(mount, bucket, s3client,
         os.close(fd2)
     check_object(s3client, bucket, "two.bin", a[:5] + b"Z" * 10 + a[15:] + b)
     nothing_left(cache_dir)
+
+
+# -- local disk floor ---------------------------------------------------------------------------
+def test_min_free_space_floor_gives_enospc(mount, bucket, s3client, cache_dir):
+    s3client.put_object(Bucket=bucket, Key="keep.bin", Body=b"old")
+    m = rw(mount, bucket, cache_dir, "min_free_space=1000t")  # more than any disk here
+    with pytest.raises(OSError) as ei:
+        with open(m.join("keep.bin"), "r+b") as f:  # no O_TRUNC: the object stays as it was
+            f.seek(1)
+            f.write(payload("enospc", MiB))
+    assert ei.value.errno == errno.ENOSPC, ei.value
+    check_object(s3client, bucket, "keep.bin", b"old")
+    with pytest.raises(OSError) as ei:
+        with open(m.join("new.bin"), "wb") as f:
+            f.write(b"x")
+    assert ei.value.errno == errno.ENOSPC, ei.value
+    # like a full local disk: the created file may exist, empty, but holds no byte of the write
+    assert not exists(s3client, bucket, "new.bin") or \
+        s3client.head_object(Bucket=bucket, Key="new.bin")["ContentLength"] == 0
