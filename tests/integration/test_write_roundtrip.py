@@ -304,3 +304,33 @@ def test_rewrite_middle_without_truncation(mount, bucket, s3client, cache_dir, s
         f.write(patch)
     check_object(s3client, bucket, "mid.bin", base[:off] + patch + base[off + ln:])
     nothing_left(cache_dir)
+
+
+# -- shared writable mmap (numpy.memmap, torch storages from files) -----------------------------
+@pytest.mark.parametrize("msync", [True, False], ids=["msync", "munmap-only"])
+def test_shared_mmap_writes_are_stored(mount, bucket, s3client, cache_dir, msync):
+    import mmap
+
+    m = rw(mount, bucket, cache_dir)
+    size = 2 * PART + 100
+    rng = random.Random(9)
+    model = bytearray(size)
+    fd = os.open(m.join("mm.bin"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            for _ in range(200):
+                off, ln = rng.randrange(size), rng.choice([1, 4096, 70001])
+                data = rng.randbytes(min(ln, size - off))
+                mm[off:off + len(data)] = data
+                model[off:off + len(data)] = data
+            if msync:
+                mm.flush()
+        finally:
+            mm.close()
+    finally:
+        os.close(fd)
+    wait_for(lambda: not staged(cache_dir), 10)  # the last writer reference is gone
+    check_object(s3client, bucket, "mm.bin", bytes(model))
+    nothing_left(cache_dir)
