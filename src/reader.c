@@ -370,10 +370,11 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     return r;
 }
 
+/* Cancel prefetches nobody waits for. */
 static void cancel_loading(struct om_reader *r, uint64_t from)
 {
     for (struct seg *s = r->segs; s; s = s->next) {
-        if (s->state == SEG_LOADING && s->off >= from)
+        if (s->state == SEG_LOADING && s->off >= from && s->pins == 0)
             om_s3_get_cancel(r->rs->s3, &s->get);
     }
 }
@@ -489,40 +490,31 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
         cover(r, off, end, end - off, RANDOM_ALIGN, true);
     }
 
-    /* pin what covers the request and wait for it */
+    /* Pin what covers the request and wait for it. A pinned segment is
+     * neither evicted nor cancelled, so a read that waits keeps what it
+     * waits for even when another read on the same handle seeks away. */
     ssize_t rc = (ssize_t)len;
+    struct seg *few[16], **pinned = few;
+    int npinned = 0, cap = 16;
     for (;;) {
-        bool loading = false, missing = false;
+        bool loading = false, refetch = false;
+        npinned = 0;
         for (uint64_t at = off; at < end;) {
             struct seg *s = seg_at(r, at);
             if (!s) {
-                missing = true;
+                refetch = true; /* evicted while we waited, or no memory */
                 break;
             }
-            if (s->state == SEG_LOADING)
-                loading = true;
-            at = s->off + s->len;
-        }
-        if (missing) {
-            /* evicted while we waited, or no memory: fetch again on demand */
-            if (!cover(r, off, end, end - off, 1, true)) {
-                rc = -ENOMEM;
-                break;
-            }
-            continue;
-        }
-        if (!loading)
-            break;
-        pthread_cond_wait(&rs->cond, &rs->lock);
-    }
-    struct seg *few[16], **pinned = few;
-    int npinned = 0, cap = 16;
-    if (rc > 0) {
-        for (uint64_t at = off; at < end;) {
-            struct seg *s = seg_at(r, at);
             if (s->state == SEG_ERROR) {
-                rc = s->error == -ENOMEM ? -ENOMEM : -EIO;
+                if (s->pins > 0) {
+                    loading = true; /* its other reader drops it; wait for that */
+                    break;
+                }
+                bool cancelled = s->error == -ECANCELED;
+                if (!cancelled)
+                    rc = s->error == -ENOMEM ? -ENOMEM : -EIO;
                 seg_drop(rs, s); /* a later read tries again */
+                refetch = cancelled;
                 break;
             }
             if (npinned == cap) {
@@ -540,7 +532,24 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
             s->pins++;
             lru_remove(rs, s);
             pinned[npinned++] = s;
+            if (s->state == SEG_LOADING)
+                loading = true;
             at = s->off + s->len;
+        }
+        if (rc > 0 && !refetch && !loading)
+            break; /* everything is there, pinned */
+        if (rc > 0 && !refetch)
+            pthread_cond_wait(&rs->cond, &rs->lock);
+        for (int i = 0; i < npinned; i++) {
+            pinned[i]->pins--;
+            lru_push(rs, pinned[i]);
+        }
+        npinned = 0;
+        if (rc < 0)
+            break;
+        if (refetch && !cover(r, off, end, end - off, 1, true)) {
+            rc = -ENOMEM;
+            break;
         }
     }
     pthread_mutex_unlock(&rs->lock);
