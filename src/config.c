@@ -269,6 +269,29 @@ static int set_special(struct om_config *cfg, const struct opt *o, const char *v
     return -EINVAL;
 }
 
+/* A limit as the user writes it: sizes in K/M/G, durations in seconds. */
+static void format_limit(const struct opt *o, uint64_t v, char *out, size_t n)
+{
+    if (o->kind == K_SIZE) {
+        static const char units[] = "KMGT";
+        int u = -1;
+        while (u < 3 && v >= 1024 && v % 1024 == 0) {
+            v /= 1024;
+            u++;
+        }
+        if (u >= 0)
+            snprintf(out, n, "%llu%c", (unsigned long long)v, units[u]);
+        else
+            snprintf(out, n, "%llu", (unsigned long long)v);
+    } else if (o->kind == K_MS) {
+        snprintf(out, n, "%gs", (double)v / 1000.0);
+    } else if (o->kind == K_OCTAL) {
+        snprintf(out, n, "%llo", (unsigned long long)v);
+    } else {
+        snprintf(out, n, "%llu", (unsigned long long)v);
+    }
+}
+
 int om_config_set(struct om_config *cfg, const char *name, const char *value, char *err,
                   size_t errlen)
 {
@@ -326,9 +349,16 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
         break;
     }
     }
-    if (rc || v < o->min || (o->max && v > o->max)) {
+    if (rc) {
         snprintf(err, errlen, "option %s: '%s' is not a valid %s", name, value ? value : "",
                  o->info.arg ? o->info.arg : "value");
+        return -EINVAL;
+    }
+    if (v < o->min || (o->max && v > o->max)) {
+        char lo[32], hi[32];
+        format_limit(o, o->min, lo, sizeof(lo));
+        format_limit(o, o->max, hi, sizeof(hi));
+        snprintf(err, errlen, "option %s: '%s' is outside %s..%s", name, value, lo, hi);
         return -EINVAL;
     }
     *(uint64_t *)field = v;
