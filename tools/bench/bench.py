@@ -59,9 +59,6 @@ def _on_signal(signum, frame):
 
 
 # -- servers ----------------------------------------------------------------------------
-HEAD_FIX_JS = os.path.join(HERE, "proxy_head_fix.js")
-
-
 def proxy_stalls_on_head(fp, n=300, limit=3.0):
     """True when n keep-alive HEADs (of a missing key) through the proxy take
     longer than limit seconds (they take ~0.5 s when the proxy is healthy)."""
@@ -83,29 +80,13 @@ def proxy_stalls_on_head(fp, n=300, limit=3.0):
 
 
 def start_proxy(srv):
-    """The fault proxy in front of srv; (proxy, workaround or None).
-
-    If the proxy stalls on HEADs (it did not drain upstream HEAD responses),
-    restart it with tools/bench/proxy_head_fix.js preloaded, and say so."""
+    """The fault proxy in front of srv; (proxy, note or None). A proxy that
+    stalls on HEAD requests would measure itself, not the peers: refuse it."""
     fp = FaultProxy(srv).start()
-    if not proxy_stalls_on_head(fp):
-        return fp, None
-    fp.stop()
-    log("warning: the fault proxy stalls after 256 HEAD requests (upstream HEAD responses "
-        "are not drained); restarting it with %s preloaded" % os.path.relpath(HEAD_FIX_JS))
-    old = os.environ.get("NODE_OPTIONS")
-    os.environ["NODE_OPTIONS"] = ((old or "") + " --require " + HEAD_FIX_JS).strip()
-    try:
-        fp, proxy_fix = start_proxy(srv)
-    finally:
-        if old is None:
-            del os.environ["NODE_OPTIONS"]
-        else:
-            os.environ["NODE_OPTIONS"] = old
     if proxy_stalls_on_head(fp):
         fp.stop()
-        raise RuntimeError("the fault proxy stalls on HEAD requests even with %s" % HEAD_FIX_JS)
-    return fp, "proxy_head_fix.js preloaded (the proxy did not drain upstream HEAD responses)"
+        raise RuntimeError("the fault proxy stalls on HEAD requests; fix tools/faultproxy first")
+    return fp, None
 
 
 # -- data ---------------------------------------------------------------------------

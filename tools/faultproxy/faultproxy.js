@@ -629,6 +629,9 @@ class Proxy {
     }
     if (mutate) mutate(headers);
     const hasBody = ctx.method !== 'HEAD' && upRes.statusCode !== 204 && upRes.statusCode !== 304;
+    // A body-less upstream response must still be consumed, or its socket
+    // never returns to the keep-alive pool (and the pool runs dry).
+    if (!hasBody) upRes.resume();
     this.sendResponse(ctx, upRes.statusCode, headers, hasBody ? upRes : null);
   }
 
