@@ -298,6 +298,12 @@ static int commit(struct om_fs *fs, uint64_t ino, struct om_writer *w)
     obj.has_mtime = true;
     obj.meta_mtime = res.mtime;
     om_strlcpy(obj.etag, res.etag, sizeof(obj.etag));
+    obj.has_mode = res.meta.has_mode;
+    obj.mode = (uint32_t)res.meta.mode;
+    obj.has_uid = res.meta.has_uid;
+    obj.uid = res.meta.uid;
+    obj.has_gid = res.meta.has_gid;
+    obj.gid = res.meta.gid;
     om_meta_committed(fs->meta, ino, &obj);
     return 0;
 }
@@ -316,8 +322,21 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     op_flush(req, ino, fi);
 }
 
-/* What stat shows: meta's attributes, with size and mtime from an open
- * writer. */
+/* Metadata set while a file is open shows at once (as meta would show it
+ * once committed). */
+static void overlay_meta(struct om_fs *fs, const struct om_file_meta *m, struct om_attr *a)
+{
+    if (m->has_mode && !om_config_is_set(fs->cfg, "file_mode") &&
+        !om_config_is_set(fs->cfg, "umask"))
+        a->mode = (mode_t)(S_IFREG | (m->mode & 07777));
+    if (m->has_uid && !om_config_is_set(fs->cfg, "uid"))
+        a->uid = m->uid;
+    if (m->has_gid && !om_config_is_set(fs->cfg, "gid"))
+        a->gid = m->gid;
+}
+
+/* What stat shows: meta's attributes, with size, mtime and metadata from an
+ * open writer. */
 static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
 {
     struct om_attr a;
@@ -328,8 +347,12 @@ static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
         rc = om_meta_getattr(fs->meta, ino, &a);
         if (rc == -ENOENT)
             rc = 0; /* deleted behind the mount while we write it */
-        if (!rc)
+        if (!rc) {
+            struct om_file_meta m;
             om_writer_attr(w, &a.size, &a.mtime);
+            om_writer_get_meta(w, &m);
+            overlay_meta(fs, &m, &a);
+        }
         om_writer_release(w);
     } else {
         rc = om_meta_getattr(fs->meta, ino, &a);
@@ -360,12 +383,13 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
     int rc = om_meta_object(fs->meta, ino, &key, &exists, &obj);
     if (rc)
         return rc;
+    struct om_writer *w = om_writer_find(fs->writers, ino);
     struct om_file_meta m = {.has_mode = obj.has_mode, .mode = obj.mode, .has_uid = obj.has_uid,
-                             .uid = obj.uid, .has_gid = obj.has_gid, .gid = obj.gid};
-    if (obj.has_mtime) {
-        m.has_mtime = true;
-        m.mtime = obj.meta_mtime;
-    }
+                             .uid = obj.uid, .has_gid = obj.has_gid, .gid = obj.gid,
+                             .has_mtime = obj.has_mtime, .mtime = obj.meta_mtime};
+    if (w)
+        om_writer_get_meta(w, &m); /* changes made while open, not stored yet */
+    om_debug("setattr %s: to_set %#x, %s", key, to_set, w ? "open for writing" : "stored now");
     if (to_set & FUSE_SET_ATTR_MODE) {
         m.has_mode = true;
         m.mode = S_IFREG | (attr->st_mode & 07777);
@@ -385,7 +409,6 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
         else
             m.mtime = attr->st_mtim;
     }
-    struct om_writer *w = om_writer_find(fs->writers, ino);
     if (w) {
         om_writer_set_meta(w, &m);
         om_writer_release(w);

@@ -63,9 +63,12 @@ struct om_writer {
     uint64_t size;
     struct timespec mtime;
     bool dirty;     /* changed since the last commit */
+    uint64_t changes;        /* counts writes, truncates and metadata changes */
+    uint64_t failed_changes; /* changes at the last failed commit (kept in recovery) */
     bool committed; /* a commit succeeded at least once */
     bool committing;
     bool working; /* a worker is hashing this writer's parts */
+    bool aborting; /* the upload is being abandoned: start no part */
     bool part_failed;
     int inflight;
     struct part **parts;
@@ -79,6 +82,7 @@ struct om_writer {
     uint64_t md5_upto;
     struct om_commit_result last;
     char *recovery; /* recovery entry of the last failed commit */
+    bool pushing;   /* uploading a recovery file: it stays where it is on failure */
     char last_error[256];
 };
 
@@ -194,6 +198,27 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* Rewrite the state of a moved sidecar: its daemon died before a commit. */
+static void mark_interrupted(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char text[16384];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *from = "\"state\": \"staging\"";
+    char *at = strstr(text, from);
+    if (!at)
+        return;
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "%.*s\"state\": \"interrupted\"%s", (int)(at - text), text, at + strlen(from));
+    fclose(f);
+}
+
 /* Move staging files whose daemon is gone into recovery. */
 static void recover_leftovers(struct om_writers *ws)
 {
@@ -220,6 +245,8 @@ static void recover_leftovers(struct om_writers *ws)
         if (rename(data, rdata) == 0) {
             if (rename(side, rside) != 0)
                 om_warn("recovery: %s has no sidecar", rdata);
+            else
+                mark_interrupted(rside);
             ws->st.recovered++;
             om_error("a previous objmount stopped before uploading %s: data kept in %s", data,
                      rdata);
@@ -512,7 +539,7 @@ static void work_on(struct om_writer *w)
     }
     w->working = true;
     for (;;) {
-        if (w->inflight >= ws->cfg.max_parts_in_flight)
+        if (w->inflight >= ws->cfg.max_parts_in_flight || w->aborting)
             break;
         struct part *p = NULL;
         for (int i = 0; i < w->nparts && !p; i++) {
@@ -564,6 +591,10 @@ static void work_on(struct om_writer *w)
             w->md5_upto = off + len;
         else if (feed)
             w->md5_valid = false;
+        if (w->aborting || !w->upload_id) {
+            p->state = P_IDLE; /* the upload went away while we hashed */
+            break;
+        }
         if (rc) {
             p->state = P_IDLE;
             w->part_failed = true;
@@ -721,6 +752,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     if (trunc || !base->exists) {
         w->materialized = true;
         w->dirty = true; /* even an empty file is committed */
+        w->changes = 1;
         w->size = 0;
     } else {
         w->size = base->size;
@@ -768,8 +800,12 @@ void om_writer_release(struct om_writer *w)
     if (!last)
         return;
     /* nothing written may vanish: an uncommitted change is committed now, and
-     * kept in recovery if that fails */
-    if (w->dirty)
+     * kept in recovery if that fails; what a failed commit already put in
+     * recovery is not sent again */
+    pthread_mutex_lock(&w->lock);
+    bool pending = w->dirty && w->changes != w->failed_changes;
+    pthread_mutex_unlock(&w->lock);
+    if (pending)
         om_writer_commit(w, NULL);
     pthread_mutex_lock(&w->lock);
     for (int i = 0; i < w->nparts; i++) {
@@ -895,6 +931,7 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     if (!rc) {
         touch(w, OM_MIN(off, old), end);
         w->dirty = true;
+        w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
         queue_passed(w, off);
     }
@@ -960,10 +997,18 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         rc = layout(w);
         touch(w, OM_MIN(old, size), OM_MAX(old, size) + 1);
         w->dirty = true;
+        w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m)
+{
+    pthread_mutex_lock(&w->lock);
+    *m = w->meta;
+    pthread_mutex_unlock(&w->lock);
 }
 
 void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m)
@@ -972,6 +1017,7 @@ void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m)
     w->meta = *m;
     w->meta_version++;
     w->dirty = true;
+    w->changes++;
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -988,12 +1034,21 @@ void om_writer_attr(struct om_writer *w, uint64_t *size, struct timespec *mtime)
 static void abort_upload(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);
+    /* let parts under way finish first: they write into the upload */
+    w->aborting = true;
+    for (int i = 0; i < w->nparts; i++) {
+        if (w->parts[i]->state == P_QUEUED)
+            w->parts[i]->state = P_IDLE;
+    }
+    while (w->working || w->inflight > 0)
+        pthread_cond_wait(&w->cond, &w->lock);
     char *id = w->upload_id;
     w->upload_id = NULL;
     for (int i = 0; i < w->nparts; i++) {
         w->parts[i]->state = P_IDLE;
         w->parts[i]->failures = 0;
     }
+    w->aborting = false;
     pthread_mutex_unlock(&w->lock);
     if (!id)
         return;
@@ -1160,6 +1215,7 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
 /* One attempt at a multipart upload. Caller holds w->lock. */
 static int multipart_once(struct om_writer *w, uint64_t size, char *etag)
 {
+again:
     if (w->upload_id && w->upload_meta_version != w->meta_version) {
         /* metadata changed since the upload began: begin again */
         pthread_mutex_unlock(&w->lock);
@@ -1167,31 +1223,34 @@ static int multipart_once(struct om_writer *w, uint64_t size, char *etag)
         pthread_mutex_lock(&w->lock);
     }
     w->part_failed = false;
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        if (p->len > 0 && (p->state == P_IDLE || (p->state == P_DONE && p->gen != p->up_gen)))
-            p->state = P_QUEUED;
-    }
-    schedule(w);
+    for (int i = 0; i < w->nparts; i++)
+        w->parts[i]->failures = 0;
     for (;;) {
-        bool pending = w->working || w->inflight > 0 || w->in_queue;
-        bool all_done = true;
+        /* everything not stored yet goes out, including parts that came back
+         * changed from an upload that was under way when the commit began */
+        bool queued = false, all_done = true;
         for (int i = 0; i < w->nparts; i++) {
             struct part *p = w->parts[i];
-            if (p->len > 0 && p->state != P_DONE)
-                all_done = false;
-            if (p->state == P_QUEUED)
-                pending = true;
+            if (p->len == 0)
+                continue;
+            if (p->state == P_DONE && p->gen != p->up_gen)
+                p->state = P_IDLE;
+            if (p->state == P_IDLE && p->failures <= PART_RETRIES)
+                p->state = P_QUEUED;
+            queued |= p->state == P_QUEUED;
+            all_done &= p->state == P_DONE;
         }
         if (all_done && !w->working && w->inflight == 0)
             break;
         if (w->part_failed && !w->working && w->inflight == 0)
             return -EIO;
-        if (!pending && !all_done) {
-            schedule(w); /* the queue could not take it earlier */
-        }
+        if (queued && !w->working && !w->in_queue)
+            schedule(w);
         pthread_cond_wait(&w->cond, &w->lock);
     }
+    /* an upload created while the metadata changed carries the old metadata */
+    if (!w->upload_id || w->upload_meta_version != w->meta_version)
+        goto again;
     int n = 0;
     for (int i = 0; i < w->nparts; i++)
         n += w->parts[i]->len > 0;
@@ -1334,7 +1393,9 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         ws->st.commit_failures++;
     pthread_mutex_unlock(&ws->lock);
     if (rc) {
-        keep_in_recovery(w);
+        if (!w->pushing)
+            keep_in_recovery(w);
+        w->failed_changes = w->changes;
         rc = -EIO;
     } else {
         w->dirty = false;
@@ -1342,6 +1403,7 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         w->last.size = size;
         om_strlcpy(w->last.etag, etag, sizeof(w->last.etag));
         w->last.mtime = w->meta.has_mtime ? w->meta.mtime : w->mtime;
+        w->last.meta = w->meta;
         w->last_error[0] = '\0';
         if (w->recovery) {
             /* an earlier failure was made good */
@@ -1358,6 +1420,62 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     w->committing = false;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
+                        const struct om_file_meta *meta, char *err, size_t errlen)
+{
+    struct om_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->ws = ws;
+    w->pushing = true;
+    w->refs = 1;
+    w->key = strdup(key);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;
+    if (!rc)
+        rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
+    if (!rc) {
+        if (meta)
+            w->meta = *meta;
+        w->materialized = true;
+        w->dirty = true;
+        w->changes = 1;
+        w->size = (uint64_t)st.st_size;
+        w->md5_valid = true;
+        clock_gettime(CLOCK_REALTIME, &w->mtime);
+        pthread_mutex_lock(&w->lock);
+        rc = layout(w);
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (!rc)
+        rc = om_writer_commit(w, NULL);
+    if (rc)
+        snprintf(err, errlen, "%s", w->last_error[0] ? w->last_error : strerror(-rc));
+    /* the file is the caller's: writer_destroy must not delete it */
+    free(w->path);
+    w->path = NULL;
+    pthread_mutex_lock(&w->lock);
+    while (w->inflight > 0 || w->working)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    /* a worker may still hold the queue's reference for a moment */
+    for (;;) {
+        pthread_mutex_lock(&ws->lock);
+        int refs = w->refs;
+        pthread_mutex_unlock(&ws->lock);
+        if (refs <= 1)
+            break;
+        usleep(1000);
+    }
+    if (w->upload_id)
+        abort_upload(w);
+    writer_destroy(w);
     return rc;
 }
 

@@ -92,6 +92,8 @@ bool om_writer_holds_data(struct om_writer *w);
  * -EAGAIN when the staging file does not hold the data. */
 ssize_t om_writer_read(struct om_writer *w, char *buf, size_t len, uint64_t off);
 int om_writer_truncate(struct om_writer *w, uint64_t size);
+/* Metadata that will ride on the next commit. */
+void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m);
 /* Record metadata changes made while open. */
 void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m);
 
@@ -99,12 +101,19 @@ struct om_commit_result {
     uint64_t size;
     char etag[OM_ETAG_MAX];
     struct timespec mtime;
+    struct om_file_meta meta; /* what the object now carries */
 };
 
 /* Upload what changed since the last commit and verify it. Returns 0 (also
  * when there was nothing to do; res then describes the last commit) or -EIO
  * after the retries, with the data kept in recovery. */
 int om_writer_commit(struct om_writer *w, struct om_commit_result *res);
+
+/* Upload the file at path (e.g. a recovery file) as key with the same
+ * verification and retries as a commit. The file is left in place. Returns 0
+ * or -EIO with err naming the last failure. */
+int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
+                        const struct om_file_meta *meta, char *err, size_t errlen);
 
 /* Store new metadata on an object nobody has open for writing: the object is
  * copied onto itself with the metadata replaced (guarded by etag). obj
