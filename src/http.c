@@ -107,6 +107,7 @@ struct om_http_xfer {
     int nvisited;
     uint64_t due_ms;
     uint64_t start_ns;
+    uint64_t total_in, total_out; /* body bytes over every attempt */
     bool cancel; /* under h->lock */
     struct om_http_xfer *next;
 };
@@ -137,6 +138,10 @@ struct om_http {
     CURL **pool;
     int npool;
     uint64_t rng;
+
+    pthread_mutex_t op_lock;
+    struct om_http_op_stats ops[OM_HTTP_MAX_OPS];
+    int nops;
 
     struct {
         atomic_uint_fast64_t requests, attempts, retries, redirects, failures, short_bodies,
@@ -309,6 +314,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     struct om_http_req *req = x->req;
     size_t len = size * n;
     x->received += len;
+    x->total_in += len;
     atomic_fetch_add(&x->h->st.bytes_in, len);
     if (!is_2xx(x->status)) {
         if (req->resp_body.len < ERROR_BODY_MAX &&
@@ -366,6 +372,7 @@ static size_t on_read(char *p, size_t size, size_t n, void *arg)
     }
     x->body_pos += got;
     x->body_sent = true;
+    x->total_out += got;
     atomic_fetch_add(&x->h->st.bytes_out, got);
     return got;
 }
@@ -781,10 +788,69 @@ static void attempt_done(struct om_http_xfer *x, CURLcode cc)
     finish(x);
 }
 
+static void count_op(struct om_http *h, const struct om_http_xfer *x)
+{
+    const struct om_http_req *req = x->req;
+    const char *op = req->op ? req->op : req->method;
+    uint64_t us = (om_now_ns() - x->start_ns) / 1000;
+    int b = 0;
+    while (b < OM_HTTP_LAT_BUCKETS - 1 && (us >> (b + 1)) > 0)
+        b++;
+    pthread_mutex_lock(&h->op_lock);
+    struct om_http_op_stats *s = NULL;
+    for (int i = 0; i < h->nops && !s; i++) {
+        if (strcmp(h->ops[i].op, op) == 0)
+            s = &h->ops[i];
+    }
+    if (!s && h->nops < OM_HTTP_MAX_OPS) {
+        s = &h->ops[h->nops++];
+        om_strlcpy(s->op, op, sizeof(s->op));
+    }
+    if (s) {
+        s->requests++;
+        s->failures += req->error != 0;
+        s->retries += req->attempts > 1 ? (uint64_t)(req->attempts - 1 - req->redirects) : 0;
+        s->redirects += (uint64_t)req->redirects;
+        s->bytes_in += x->total_in;
+        s->bytes_out += x->total_out;
+        s->latency_sum_us += us;
+        s->latency[b]++;
+    }
+    pthread_mutex_unlock(&h->op_lock);
+}
+
+int om_http_get_op_stats(struct om_http *h, struct om_http_op_stats *out, int max)
+{
+    pthread_mutex_lock(&h->op_lock);
+    int n = OM_MIN(max, h->nops);
+    memcpy(out, h->ops, sizeof(*out) * (size_t)n);
+    pthread_mutex_unlock(&h->op_lock);
+    return n;
+}
+
+uint64_t om_http_latency_quantile_us(const struct om_http_op_stats *s, double q)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < OM_HTTP_LAT_BUCKETS; i++)
+        total += s->latency[i];
+    if (!total)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)total + 0.5), seen = 0;
+    if (want < 1)
+        want = 1;
+    for (int i = 0; i < OM_HTTP_LAT_BUCKETS; i++) {
+        seen += s->latency[i];
+        if (seen >= want)
+            return 2ULL << i;
+    }
+    return 2ULL << (OM_HTTP_LAT_BUCKETS - 1);
+}
+
 static void finish(struct om_http_xfer *x)
 {
     struct om_http *h = x->h;
     struct om_http_req *req = x->req;
+    count_op(h, x);
     curl_slist_free_all(x->slist);
     for (int i = 0; i < x->nvisited; i++)
         free(x->visited[i]);
@@ -971,6 +1037,7 @@ struct om_http *om_http_new(const struct om_http_config *cfg, char *err, size_t 
     if (!h->active || !h->pool)
         goto nomem;
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->op_lock, NULL);
     h->rng = (uint64_t)om_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)h;
     if (!h->rng)
         h->rng = 88172645463325252ULL;

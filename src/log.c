@@ -15,6 +15,9 @@ static atomic_bool log_syslog = false;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_ident[32] = "objmount";
 
+static char last_problem[512];
+static time_t last_problem_time;
+
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void om_log_init(const char *ident, enum om_log_level level, bool to_syslog)
@@ -54,15 +57,36 @@ bool om_log_enabled(enum om_log_level level)
     return (int)level <= atomic_load(&log_level);
 }
 
+bool om_log_last_problem(char *buf, size_t n, time_t *when)
+{
+    pthread_mutex_lock(&log_lock);
+    bool have = last_problem[0] != '\0';
+    if (n)
+        snprintf(buf, n, "%s", last_problem);
+    if (when)
+        *when = last_problem_time;
+    pthread_mutex_unlock(&log_lock);
+    return have;
+}
+
 void om_log(enum om_log_level level, const char *fmt, ...)
 {
-    if (!om_log_enabled(level))
+    bool problem = level <= OM_LOG_WARN;
+    if (!om_log_enabled(level) && !problem)
         return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (problem) {
+        pthread_mutex_lock(&log_lock);
+        snprintf(last_problem, sizeof(last_problem), "%.511s", msg);
+        last_problem_time = time(NULL);
+        pthread_mutex_unlock(&log_lock);
+    }
+    if (!om_log_enabled(level))
+        return;
 
     if (atomic_load(&log_syslog)) {
         static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};

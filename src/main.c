@@ -16,10 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "objmount/client.h"
 #include "objmount/config.h"
+#include "objmount/ctl.h"
 #include "objmount/fs.h"
 #include "objmount/log.h"
 
@@ -300,6 +302,21 @@ int main(int argc, char **argv)
         fuse_session_destroy(se);
         return 1;
     }
+    struct om_stats_sources sources = {
+        .bucket = cfg.bucket,
+        .prefix = cfg.prefix,
+        .endpoint = cfg.endpoint,
+        .mountpoint = cfg.mountpoint,
+        .cache_dir = cfg.cache_dir,
+        .started = time(NULL),
+        .http = client.http,
+        .meta = fs.meta,
+        .readers = fs.readers,
+        .writers = fs.writers,
+    };
+    struct om_ctl *ctl = om_ctl_start(&sources, cfg.mountpoint, err, sizeof(err));
+    if (!ctl)
+        om_warn("%s: objmountctl cannot reach this mount", err);
     om_info("mounted %s%s%s on %s (endpoint %s)", cfg.bucket, cfg.prefix[0] ? ":" : "",
             cfg.prefix, cfg.mountpoint, cfg.endpoint);
     if (!cfg.foreground) {
@@ -317,11 +334,13 @@ int main(int argc, char **argv)
     fuse_loop_cfg_destroy(lc);
 
     om_info("unmounting %s", cfg.mountpoint);
+    om_ctl_stop(ctl);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     om_fs_destroy(&fs);
     om_client_close(&client);
     om_config_free(&cfg);
-    return rc == 0 ? 0 : 1;
+    /* a positive result is the signal that ended the loop: a clean unmount */
+    return rc >= 0 ? 0 : 1;
 }

@@ -166,6 +166,26 @@ struct om_http_stats {
 };
 void om_http_get_stats(struct om_http *h, struct om_http_stats *out);
 
+/* Per operation (the request's op name): counts, bytes and a latency
+ * histogram of whole requests (retries and redirects included). */
+#define OM_HTTP_LAT_BUCKETS 32 /* bucket i holds [2^i, 2^(i+1)) microseconds */
+#define OM_HTTP_MAX_OPS 24
+struct om_http_op_stats {
+    char op[32];
+    uint64_t requests;
+    uint64_t failures;
+    uint64_t retries;
+    uint64_t redirects;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t latency_sum_us;
+    uint64_t latency[OM_HTTP_LAT_BUCKETS];
+};
+/* Copies up to max entries; returns how many. */
+int om_http_get_op_stats(struct om_http *h, struct om_http_op_stats *out, int max);
+/* Upper bound of the q-quantile (0..1) from a histogram, in microseconds. */
+uint64_t om_http_latency_quantile_us(const struct om_http_op_stats *s, double q);
+
 /* Retry policy, exposed for tests: is this outcome worth another attempt?
  * curl_code is a CURLcode (0 = transfer completed), status the HTTP status,
  * s3_code the error code from the body or "". */

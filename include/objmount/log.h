@@ -7,6 +7,8 @@
 #define OBJMOUNT_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
 
 enum om_log_level {
     OM_LOG_ERROR = 0,
@@ -26,6 +28,10 @@ void om_log_set_level(enum om_log_level level);
 bool om_log_enabled(enum om_log_level level);
 
 void om_log(enum om_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The last error or warning logged (whatever the threshold), for status
+ * output. Returns false when there was none. */
+bool om_log_last_problem(char *buf, size_t n, time_t *when);
 
 #define om_error(...) om_log(OM_LOG_ERROR, __VA_ARGS__)
 #define om_warn(...) om_log(OM_LOG_WARN, __VA_ARGS__)

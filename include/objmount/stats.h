@@ -1,0 +1,39 @@
+/* What a running mount reports: status, statistics for people, and the
+ * Prometheus text format. Read-only views over the modules' counters. */
+#ifndef OBJMOUNT_STATS_H
+#define OBJMOUNT_STATS_H
+
+#include <time.h>
+
+#include "objmount/http.h"
+#include "objmount/meta.h"
+#include "objmount/reader.h"
+#include "objmount/util.h"
+#include "objmount/writer.h"
+
+struct om_stats_sources {
+    const char *bucket;
+    const char *prefix;
+    const char *endpoint;
+    const char *mountpoint;
+    const char *cache_dir;
+    time_t started;
+    struct om_http *http;
+    struct om_meta *meta;
+    struct om_readers *readers;
+    struct om_writers *writers; /* NULL on read-only mounts */
+};
+
+enum om_stats_format {
+    OM_STATS_STATUS,     /* key=value lines */
+    OM_STATS_TEXT,       /* tables for people */
+    OM_STATS_PROMETHEUS, /* text exposition format */
+};
+
+/* Append the report to out. Returns 0 or -ENOMEM. */
+int om_stats_render(const struct om_stats_sources *s, enum om_stats_format f, struct om_buf *out);
+
+/* Data files waiting in cache_dir/recovery. */
+int om_stats_recovery_count(const char *cache_dir);
+
+#endif

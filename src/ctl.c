@@ -1,0 +1,284 @@
+/* The admin socket of a mount. */
+#include "objmount/ctl.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "objmount/digest.h"
+#include "objmount/log.h"
+
+struct om_ctl {
+    const struct om_stats_sources *src;
+    uid_t owner;
+    int fd;
+    int wake[2];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    pthread_t thread;
+};
+
+/* Derived from the uid alone, so that root's objmountctl finds a user's
+ * mount too. */
+static int runtime_dir(uid_t uid, char *out, size_t n)
+{
+    char user_run[64];
+    snprintf(user_run, sizeof(user_run), "/run/user/%u", (unsigned)uid);
+    struct stat st;
+    int len;
+    if (uid == 0)
+        len = snprintf(out, n, "/run/objmount");
+    else if (stat(user_run, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid)
+        len = snprintf(out, n, "%s/objmount", user_run);
+    else
+        len = snprintf(out, n, "/tmp/objmount-%u", (unsigned)uid);
+    return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
+}
+
+int om_ctl_socket_path(const char *mountpoint, uid_t uid, char *out, size_t n)
+{
+    char dir[256];
+    int rc = runtime_dir(uid, dir, sizeof(dir));
+    if (rc)
+        return rc;
+    unsigned char h[OM_SHA256_LEN];
+    om_sha256(mountpoint, strlen(mountpoint), h);
+    char hex[17];
+    om_hex(h, 8, hex);
+    int len = snprintf(out, n, "%s/%s.sock", dir, hex);
+    return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
+}
+
+/* ---- server ---- */
+
+static void answer(struct om_ctl *c, int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+        (cred.uid != 0 && cred.uid != c->owner)) {
+        dprintf(fd, "error: permission denied\n");
+        return;
+    }
+    char cmd[256];
+    size_t n = 0;
+    while (n < sizeof(cmd) - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 2000) <= 0)
+            return;
+        ssize_t r = read(fd, cmd + n, 1);
+        if (r <= 0 || cmd[n] == '\n')
+            break;
+        n++;
+    }
+    cmd[n] = '\0';
+    struct om_buf out = {0};
+    int rc = 0;
+    if (strcmp(cmd, "status") == 0) {
+        rc = om_stats_render(c->src, OM_STATS_STATUS, &out);
+    } else if (strcmp(cmd, "stats") == 0) {
+        rc = om_stats_render(c->src, OM_STATS_TEXT, &out);
+    } else if (strcmp(cmd, "stats prometheus") == 0) {
+        rc = om_stats_render(c->src, OM_STATS_PROMETHEUS, &out);
+    } else if (strncmp(cmd, "drain ", 6) == 0) {
+        /* wait until no commit is under way, up to the timeout */
+        int timeout = atoi(cmd + 6);
+        uint64_t deadline = om_now_ms() + (uint64_t)(timeout > 0 ? timeout : 0) * 1000;
+        struct om_writers_stats w = {0};
+        for (;;) {
+            if (c->src->writers)
+                om_writers_get_stats(c->src->writers, &w);
+            if (w.commits_in_flight == 0) {
+                rc = om_buf_printf(&out, "ok\n");
+                break;
+            }
+            if (om_now_ms() >= deadline) {
+                rc = om_buf_printf(&out, "timeout: %llu commits still in flight\n",
+                                   (unsigned long long)w.commits_in_flight);
+                break;
+            }
+            usleep(100000);
+        }
+    } else if (strcmp(cmd, "ping") == 0) {
+        rc = om_buf_printf(&out, "pong\n");
+    } else {
+        rc = om_buf_printf(&out, "error: unknown command '%s'\n", cmd);
+    }
+    if (!rc && out.len) {
+        size_t off = 0;
+        while (off < out.len) {
+            ssize_t w = write(fd, out.data + off, out.len - off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+    }
+    om_buf_free(&out);
+}
+
+static void *ctl_main(void *arg)
+{
+    struct om_ctl *c = arg;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake[0], .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents)
+            break;
+        int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        answer(c, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+static int mkdir_owned(const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return -EPERM; /* someone else's directory: do not put a socket there */
+    return 0;
+}
+
+struct om_ctl *om_ctl_start(const struct om_stats_sources *src, const char *mountpoint, char *err,
+                            size_t errlen)
+{
+    struct om_ctl *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->src = src;
+    c->owner = getuid();
+    c->fd = -1;
+    c->wake[0] = c->wake[1] = -1;
+    char dir[256];
+    int rc = om_ctl_socket_path(mountpoint, getuid(), c->path, sizeof(c->path));
+    if (!rc)
+        rc = runtime_dir(getuid(), dir, sizeof(dir));
+    if (!rc)
+        rc = mkdir_owned(dir);
+    if (rc) {
+        snprintf(err, errlen, "admin socket directory for %s: %s", mountpoint, strerror(-rc));
+        free(c);
+        return NULL;
+    }
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    om_strlcpy(a.sun_path, c->path, sizeof(a.sun_path));
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unlink(c->path); /* a stale socket of a daemon that died */
+    mode_t old = umask(0177);
+    rc = c->fd >= 0 && bind(c->fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : -errno;
+    umask(old);
+    if (!rc && listen(c->fd, 16) != 0)
+        rc = -errno;
+    if (!rc && pipe(c->wake) != 0)
+        rc = -errno;
+    if (!rc && pthread_create(&c->thread, NULL, ctl_main, c) != 0)
+        rc = -EAGAIN;
+    if (rc) {
+        snprintf(err, errlen, "admin socket %s: %s", c->path, strerror(-rc));
+        if (c->fd >= 0)
+            close(c->fd);
+        if (c->wake[0] >= 0) {
+            close(c->wake[0]);
+            close(c->wake[1]);
+        }
+        unlink(c->path);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void om_ctl_stop(struct om_ctl *c)
+{
+    if (!c)
+        return;
+    if (write(c->wake[1], "x", 1) != 1)
+        om_warn("could not stop the admin socket thread");
+    pthread_join(c->thread, NULL);
+    close(c->fd);
+    close(c->wake[0]);
+    close(c->wake[1]);
+    unlink(c->path);
+    free(c);
+}
+
+/* ---- client ---- */
+
+static int request_at(const char *path, const char *command, char **reply, int timeout_s)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (om_strlcpy(a.sun_path, path, sizeof(a.sun_path)))
+        return -ENAMETOOLONG;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        int e = -errno;
+        close(fd);
+        return e == -ECONNREFUSED ? -ENOENT : e;
+    }
+    dprintf(fd, "%s\n", command);
+    shutdown(fd, SHUT_WR);
+    struct om_buf b = {0};
+    char chunk[4096];
+    int rc = 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int pr = poll(&p, 1, timeout_s * 1000);
+        if (pr == 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        ssize_t r = read(fd, chunk, sizeof(chunk));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        if (om_buf_append(&b, chunk, (size_t)r)) {
+            rc = -ENOMEM;
+            break;
+        }
+    }
+    close(fd);
+    if (!rc && b.data && strncmp(b.data, "error: permission denied", 24) == 0)
+        rc = -EACCES;
+    if (rc) {
+        om_buf_free(&b);
+        return rc;
+    }
+    *reply = om_buf_steal(&b);
+    return 0;
+}
+
+int om_ctl_request(const char *mountpoint, uid_t owner, const char *command, char **reply,
+                   int timeout_s)
+{
+    char path[256];
+    int rc = -ENOENT;
+    uid_t uids[3] = {owner, 0, getuid()};
+    for (int i = 0; i < 3 && (rc == -ENOENT || rc == -ENAMETOOLONG); i++) {
+        if (i > 0 && (uids[i] == uids[0] || (i == 2 && uids[2] == uids[1])))
+            continue;
+        if (om_ctl_socket_path(mountpoint, uids[i], path, sizeof(path)) == 0)
+            rc = request_at(path, command, reply, timeout_s);
+    }
+    return rc;
+}

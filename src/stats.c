@@ -1,0 +1,270 @@
+/* Status and statistics reports of a running mount. */
+#include "objmount/stats.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "objmount/log.h"
+
+int om_stats_recovery_count(const char *cache_dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/recovery", cache_dir ? cache_dir : "");
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        n += len > 5 && strcmp(e->d_name + len - 5, ".data") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static double ratio(uint64_t part, uint64_t whole)
+{
+    return whole ? (double)part / (double)whole : 0.0;
+}
+
+struct snapshot {
+    struct om_http_stats http;
+    struct om_http_op_stats ops[OM_HTTP_MAX_OPS];
+    int nops;
+    struct om_meta_stats meta;
+    struct om_readers_stats rd;
+    struct om_writers_stats wr;
+    uint64_t rss;
+    int recovery;
+};
+
+static void take(const struct om_stats_sources *s, struct snapshot *n)
+{
+    memset(n, 0, sizeof(*n));
+    om_http_get_stats(s->http, &n->http);
+    n->nops = om_http_get_op_stats(s->http, n->ops, OM_HTTP_MAX_OPS);
+    om_meta_get_stats(s->meta, &n->meta);
+    om_readers_get_stats(s->readers, &n->rd);
+    if (s->writers)
+        om_writers_get_stats(s->writers, &n->wr);
+    n->rss = rss_bytes();
+    n->recovery = om_stats_recovery_count(s->cache_dir);
+}
+
+static int status(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
+{
+    char last[512] = "";
+    time_t when = 0;
+    om_log_last_problem(last, sizeof(last), &when);
+    for (char *c = last; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    return om_buf_printf(b,
+                         "bucket=%s\nprefix=%s\nendpoint=%s\nmountpoint=%s\npid=%d\n"
+                         "uptime_s=%ld\nopen_files=%" PRIu64 "\nopen_writers=%" PRIu64
+                         "\ncommits_in_flight=%" PRIu64 "\nrecovery_files=%d\ncache_dir=%s\n"
+                         "last_error=%s\nlast_error_time=%ld\n",
+                         s->bucket, s->prefix, s->endpoint, s->mountpoint, (int)getpid(),
+                         (long)(time(NULL) - s->started), n->rd.open_readers + n->wr.open_writers,
+                         n->wr.open_writers, n->wr.commits_in_flight, n->recovery, s->cache_dir,
+                         last, (long)when);
+}
+
+static int text(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
+{
+    int rc = om_buf_printf(b, "objmount %s%s%s on %s, up %ld s\n\n", s->bucket,
+                           s->prefix[0] ? ":" : "", s->prefix, s->mountpoint,
+                           (long)(time(NULL) - s->started));
+    if (!rc)
+        rc = om_buf_printf(b, "%-24s %9s %7s %7s %7s %10s %10s %8s %8s %8s\n", "operation",
+                           "requests", "failed", "retries", "redirs", "MiB in", "MiB out",
+                           "p50 ms", "p90 ms", "p99 ms");
+    for (int i = 0; i < n->nops && !rc; i++) {
+        const struct om_http_op_stats *o = &n->ops[i];
+        rc = om_buf_printf(b,
+                           "%-24s %9" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64
+                           " %10.1f %10.1f %8.1f %8.1f %8.1f\n",
+                           o->op, o->requests, o->failures, o->retries, o->redirects,
+                           (double)o->bytes_in / 1048576.0, (double)o->bytes_out / 1048576.0,
+                           (double)om_http_latency_quantile_us(o, 0.5) / 1000.0,
+                           (double)om_http_latency_quantile_us(o, 0.9) / 1000.0,
+                           (double)om_http_latency_quantile_us(o, 0.99) / 1000.0);
+    }
+    if (!rc)
+        rc = om_buf_printf(
+            b,
+            "\nrequests %" PRIu64 ", attempts %" PRIu64 ", retries %" PRIu64 ", redirects %" PRIu64
+            ", failures %" PRIu64 ", short bodies %" PRIu64 ", connections opened %" PRIu64 "\n"
+            "received %.1f MiB, sent %.1f MiB\n",
+            n->http.requests, n->http.attempts, n->http.retries, n->http.redirects,
+            n->http.failures, n->http.short_bodies, n->http.connections,
+            (double)n->http.bytes_in / 1048576.0, (double)n->http.bytes_out / 1048576.0);
+    if (!rc)
+        rc = om_buf_printf(
+            b,
+            "\nmetadata: %" PRIu64 " inodes; lookups %" PRIu64 " (%.1f%% from cache, %" PRIu64
+            " not found); getattr %" PRIu64 " (%.1f%% from cache); listing pages %" PRIu64
+            ", skipped names %" PRIu64 "\n",
+            n->meta.inodes, n->meta.lookups, 100.0 * ratio(n->meta.lookups_cached, n->meta.lookups),
+            n->meta.lookups_negative, n->meta.getattrs,
+            100.0 * ratio(n->meta.getattrs_cached, n->meta.getattrs), n->meta.list_pages,
+            n->meta.skipped_names);
+    if (!rc)
+        rc = om_buf_printf(
+            b,
+            "reads: %" PRIu64 " (%.1f%% from buffers), %.1f MiB; GETs %" PRIu64 " (%" PRIu64
+            " prefetch), %.1f MiB; GET errors %" PRIu64 "; waits for memory %" PRIu64
+            ", evictions %" PRIu64 "; open readers %" PRIu64 "\n",
+            n->rd.reads, 100.0 * ratio(n->rd.hits, n->rd.reads),
+            (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
+            (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
+            n->rd.open_readers);
+    if (!rc)
+        rc = om_buf_printf(b,
+                           "memory: read buffers %.1f MiB in use, peak %.1f MiB, limit %.1f MiB; "
+                           "process RSS %.1f MiB\n",
+                           (double)n->rd.memory_used / 1048576.0,
+                           (double)n->rd.memory_peak / 1048576.0,
+                           (double)n->rd.memory_limit / 1048576.0, (double)n->rss / 1048576.0);
+    if (!rc && s->writers)
+        rc = om_buf_printf(
+            b,
+            "writes: open %" PRIu64 ", commits %" PRIu64 " (%" PRIu64 " failed, %" PRIu64
+            " in flight), whole-upload retries %" PRIu64 ", parts %" PRIu64 " (%" PRIu64
+            " retried), %.1f MiB uploaded\n"
+            "verified: by MD5 %" PRIu64 ", by multipart ETag %" PRIu64 ", by size only %" PRIu64
+            ", read back %" PRIu64 "; recovery files %d\n",
+            n->wr.open_writers, n->wr.commits, n->wr.commit_failures, n->wr.commits_in_flight,
+            n->wr.upload_retries, n->wr.part_uploads, n->wr.part_retries,
+            (double)n->wr.bytes_uploaded / 1048576.0, n->wr.verified_md5, n->wr.verified_multipart,
+            n->wr.verified_size_only, n->wr.verified_read, n->recovery);
+    return rc;
+}
+
+#define PROM_COUNTER(b, name, help, value)                                                       \
+    om_buf_printf(b, "# HELP objmount_" name " " help "\n# TYPE objmount_" name                  \
+                     " counter\nobjmount_" name " %" PRIu64 "\n",                                \
+                  (uint64_t)(value))
+#define PROM_GAUGE(b, name, help, value)                                                         \
+    om_buf_printf(b, "# HELP objmount_" name " " help "\n# TYPE objmount_" name                  \
+                     " gauge\nobjmount_" name " %" PRIu64 "\n",                                  \
+                  (uint64_t)(value))
+
+static int per_op(struct om_buf *b, const struct snapshot *n, const char *name, const char *help,
+                  size_t field)
+{
+    int rc = om_buf_printf(b, "# HELP objmount_%s %s\n# TYPE objmount_%s counter\n", name, help,
+                           name);
+    for (int i = 0; i < n->nops && !rc; i++) {
+        uint64_t v = *(const uint64_t *)((const char *)&n->ops[i] + field);
+        rc = om_buf_printf(b, "objmount_%s{op=\"%s\"} %" PRIu64 "\n", name, n->ops[i].op, v);
+    }
+    return rc;
+}
+
+static int prometheus(const struct snapshot *n, struct om_buf *b)
+{
+    int rc = per_op(b, n, "requests_total", "S3 requests completed.",
+                    offsetof(struct om_http_op_stats, requests));
+    if (!rc)
+        rc = per_op(b, n, "request_failures_total", "S3 requests that ended in an error.",
+                    offsetof(struct om_http_op_stats, failures));
+    if (!rc)
+        rc = per_op(b, n, "request_retries_total", "Attempts repeated after a transient failure.",
+                    offsetof(struct om_http_op_stats, retries));
+    if (!rc)
+        rc = per_op(b, n, "redirects_total", "Redirects followed.",
+                    offsetof(struct om_http_op_stats, redirects));
+    if (!rc)
+        rc = per_op(b, n, "received_bytes_total", "Response body bytes received.",
+                    offsetof(struct om_http_op_stats, bytes_in));
+    if (!rc)
+        rc = per_op(b, n, "sent_bytes_total", "Request body bytes sent.",
+                    offsetof(struct om_http_op_stats, bytes_out));
+    if (!rc)
+        rc = om_buf_printf(b, "# HELP objmount_request_duration_seconds Request latency.\n"
+                              "# TYPE objmount_request_duration_seconds summary\n");
+    for (int i = 0; i < n->nops && !rc; i++) {
+        const struct om_http_op_stats *o = &n->ops[i];
+        static const double qs[] = {0.5, 0.9, 0.99};
+        for (size_t k = 0; k < 3 && !rc; k++)
+            rc = om_buf_printf(b, "objmount_request_duration_seconds{op=\"%s\",quantile=\"%g\"} %g\n",
+                               o->op, qs[k], (double)om_http_latency_quantile_us(o, qs[k]) / 1e6);
+        if (!rc)
+            rc = om_buf_printf(b,
+                               "objmount_request_duration_seconds_sum{op=\"%s\"} %g\n"
+                               "objmount_request_duration_seconds_count{op=\"%s\"} %" PRIu64 "\n",
+                               o->op, (double)o->latency_sum_us / 1e6, o->op, o->requests);
+    }
+    if (!rc)
+        rc = PROM_COUNTER(b, "short_bodies_total", "Responses shorter than announced.",
+                          n->http.short_bodies);
+    if (!rc)
+        rc = PROM_COUNTER(b, "connections_opened_total", "Connections opened.",
+                          n->http.connections);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookups_total", "Name lookups.", n->meta.lookups);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookups_cached_total", "Lookups answered without a request.",
+                          n->meta.lookups_cached);
+    if (!rc)
+        rc = PROM_COUNTER(b, "reads_total", "Read calls.", n->rd.reads);
+    if (!rc)
+        rc = PROM_COUNTER(b, "read_hits_total", "Reads served from buffers already fetched.",
+                          n->rd.hits);
+    if (!rc)
+        rc = PROM_COUNTER(b, "read_bytes_total", "Bytes returned by reads.", n->rd.read_bytes);
+    if (!rc)
+        rc = PROM_GAUGE(b, "read_buffer_bytes", "Read buffer memory in use.", n->rd.memory_used);
+    if (!rc)
+        rc = PROM_GAUGE(b, "read_buffer_limit_bytes", "Read buffer budget.", n->rd.memory_limit);
+    if (!rc)
+        rc = PROM_GAUGE(b, "resident_memory_bytes", "Resident set size of the daemon.", n->rss);
+    if (!rc)
+        rc = PROM_GAUGE(b, "open_files", "Open files.", n->rd.open_readers + n->wr.open_writers);
+    if (!rc)
+        rc = PROM_COUNTER(b, "commits_total", "Write commits.", n->wr.commits);
+    if (!rc)
+        rc = PROM_COUNTER(b, "commit_failures_total", "Commits that failed after retries.",
+                          n->wr.commit_failures);
+    if (!rc)
+        rc = PROM_GAUGE(b, "commits_in_flight", "Commits under way.", n->wr.commits_in_flight);
+    if (!rc)
+        rc = PROM_COUNTER(b, "uploaded_bytes_total", "Bytes uploaded by commits.",
+                          n->wr.bytes_uploaded);
+    if (!rc)
+        rc = PROM_GAUGE(b, "recovery_files", "Files waiting in the recovery directory.",
+                        n->recovery);
+    return rc;
+}
+
+int om_stats_render(const struct om_stats_sources *s, enum om_stats_format f, struct om_buf *out)
+{
+    struct snapshot n;
+    take(s, &n);
+    switch (f) {
+    case OM_STATS_STATUS:
+        return status(s, &n, out);
+    case OM_STATS_PROMETHEUS:
+        return prometheus(&n, out);
+    default:
+        return text(s, &n, out);
+    }
+}

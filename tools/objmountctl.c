@@ -1,0 +1,779 @@
+/* objmountctl: the admin command of objmount.
+ *
+ *   objmountctl status
+ *   objmountctl stats MOUNTPOINT [--watch [SECONDS]] [--prometheus]
+ *   objmountctl unmount MOUNTPOINT [--timeout SECONDS]
+ *   objmountctl uploads list|abort BUCKET [--older-than DURATION] [-o OPTIONS]
+ *   objmountctl recover list|push|drop [ID...|--all] [-o OPTIONS]
+ *   objmountctl doctor BUCKET [-o OPTIONS]
+ *
+ * Every failure prints one line naming what went wrong and exits non-zero. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "objmount/client.h"
+#include "objmount/ctl.h"
+#include "objmount/log.h"
+#include "objmount/url.h"
+#include "objmount/util.h"
+#include "objmount/writer.h"
+
+static const char usage[] =
+    "usage: objmountctl COMMAND [ARGS]\n"
+    "\n"
+    "  status                                  every objmount mount on this machine\n"
+    "  stats MOUNTPOINT [--watch [S]] [--prometheus]\n"
+    "                                          requests, bytes, retries, caches, latency\n"
+    "  unmount MOUNTPOINT [--timeout S]        wait for pending commits, then unmount\n"
+    "  uploads list BUCKET [--older-than D]    multipart uploads in progress\n"
+    "  uploads abort BUCKET [--older-than D] [--key K --upload-id ID]\n"
+    "  recover list                            data kept because it could not be uploaded\n"
+    "  recover push ID...|--all                upload it again, verified, then remove it\n"
+    "  recover drop ID...|--all                delete it\n"
+    "  doctor BUCKET                           check endpoint, credentials, clock, TLS\n"
+    "\n"
+    "  -o OPTIONS   mount options for uploads, recover and doctor (endpoint=..., etc.)\n";
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "objmountctl: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return 1;
+}
+
+/* ---- mounts ---- */
+
+struct mount_entry {
+    char point[PATH_MAX];
+    char source[512];
+    uid_t owner;
+};
+
+static void unescape(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+            *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+            p += 3;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+}
+
+/* objmount mounts from /proc/self/mountinfo. Returns the count (<= max). */
+static int find_mounts(struct mount_entry *out, int max)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int n = 0;
+    while (n < max && fgets(line, sizeof(line), f)) {
+        char *fields[64];
+        int nf = 0;
+        for (char *t = strtok(line, " \n"); t && nf < 64; t = strtok(NULL, " \n"))
+            fields[nf++] = t;
+        int dash = -1;
+        for (int i = 6; i < nf; i++) {
+            if (strcmp(fields[i], "-") == 0) {
+                dash = i;
+                break;
+            }
+        }
+        if (dash < 0 || dash + 3 >= nf + 1 || strcmp(fields[dash + 1], "fuse.objmount") != 0)
+            continue;
+        struct mount_entry *m = &out[n++];
+        om_strlcpy(m->point, fields[4], sizeof(m->point));
+        unescape(m->point);
+        om_strlcpy(m->source, dash + 2 < nf ? fields[dash + 2] : "", sizeof(m->source));
+        unescape(m->source);
+        m->owner = 0;
+        const char *uid = dash + 3 < nf ? strstr(fields[dash + 3], "user_id=") : NULL;
+        if (uid)
+            m->owner = (uid_t)strtoul(uid + 8, NULL, 10);
+    }
+    fclose(f);
+    return n;
+}
+
+static bool lookup_mount(const char *path, struct mount_entry *out)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        om_strlcpy(real, path, sizeof(real)); /* a dead FUSE mount cannot be resolved */
+    struct mount_entry all[256];
+    int n = find_mounts(all, 256);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(all[i].point, real) == 0 || strcmp(all[i].point, path) == 0) {
+            *out = all[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *kv(const char *text, const char *key, char *out, size_t n)
+{
+    out[0] = '\0';
+    size_t klen = strlen(key);
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t v = OM_MIN(len - klen - 1, n - 1);
+            memcpy(out, p + klen + 1, v);
+            out[v] = '\0';
+            break;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return out;
+}
+
+static void human_duration(long s, char *out, size_t n)
+{
+    if (s < 120)
+        snprintf(out, n, "%lds", s);
+    else if (s < 7200)
+        snprintf(out, n, "%ldm", s / 60);
+    else if (s < 172800)
+        snprintf(out, n, "%ldh", s / 3600);
+    else
+        snprintf(out, n, "%ldd", s / 86400);
+}
+
+static int cmd_status(void)
+{
+    struct mount_entry mounts[256];
+    int n = find_mounts(mounts, 256);
+    if (n == 0) {
+        printf("no objmount mounts\n");
+        return 0;
+    }
+    printf("%-28s %-24s %-32s %7s %5s %7s %8s  %s\n", "MOUNTPOINT", "BUCKET", "ENDPOINT", "UPTIME",
+           "OPEN", "COMMITS", "RECOVERY", "LAST ERROR");
+    int status = 0;
+    for (int i = 0; i < n; i++) {
+        char *reply = NULL;
+        int rc = om_ctl_request(mounts[i].point, mounts[i].owner, "status", &reply, 5);
+        if (rc) {
+            printf("%-28s %-24s (daemon not answering: %s)\n", mounts[i].point, mounts[i].source,
+                   strerror(-rc));
+            status = 1;
+            continue;
+        }
+        char b[256], p[256], e[256], up[32], open[32], commits[32], rec[32], last[512], upt[32];
+        kv(reply, "bucket", b, sizeof(b));
+        kv(reply, "prefix", p, sizeof(p));
+        char bucket[600];
+        snprintf(bucket, sizeof(bucket), "%s%s%s", b, p[0] ? ":" : "", p);
+        human_duration(atol(kv(reply, "uptime_s", up, sizeof(up))), upt, sizeof(upt));
+        printf("%-28s %-24s %-32s %7s %5s %7s %8s  %s\n", mounts[i].point, bucket,
+               kv(reply, "endpoint", e, sizeof(e)), upt, kv(reply, "open_files", open, sizeof(open)),
+               kv(reply, "commits_in_flight", commits, sizeof(commits)),
+               kv(reply, "recovery_files", rec, sizeof(rec)), kv(reply, "last_error", last, sizeof(last))[0] ? last : "-");
+        free(reply);
+    }
+    return status;
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int s)
+{
+    (void)s;
+    interrupted = 1;
+}
+
+static int cmd_stats(const char *point, bool prometheus, int watch)
+{
+    struct mount_entry m;
+    if (!lookup_mount(point, &m))
+        return fail("%s is not an objmount mount point", point);
+    signal(SIGINT, on_sigint);
+    for (;;) {
+        char *reply = NULL;
+        int rc = om_ctl_request(m.point, m.owner, prometheus ? "stats prometheus" : "stats", &reply,
+                                10);
+        if (rc)
+            return fail("%s: the daemon does not answer (%s)", m.point, strerror(-rc));
+        if (watch)
+            printf("\033[H\033[2J");
+        fputs(reply, stdout);
+        fflush(stdout);
+        free(reply);
+        if (!watch)
+            return 0;
+        for (int i = 0; i < watch * 10 && !interrupted; i++)
+            usleep(100000);
+        if (interrupted)
+            return 0;
+    }
+}
+
+static int run(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int cmd_unmount(const char *point, int timeout)
+{
+    struct mount_entry m;
+    if (!lookup_mount(point, &m))
+        return fail("%s is not an objmount mount point", point);
+    char cmd[64], *reply = NULL;
+    snprintf(cmd, sizeof(cmd), "drain %d", timeout);
+    int rc = om_ctl_request(m.point, m.owner, cmd, &reply, timeout + 10);
+    if (rc == 0 && strncmp(reply, "ok", 2) != 0) {
+        fail("%s: %s(not unmounted)", m.point, reply);
+        free(reply);
+        return 1;
+    }
+    free(reply);
+    if (rc)
+        fprintf(stderr, "objmountctl: %s: the daemon does not answer (%s); unmounting anyway\n",
+                m.point, strerror(-rc));
+    char *umount_argv[] = {"umount", m.point, NULL};
+    char *fuse_argv[] = {"fusermount3", "-u", m.point, NULL};
+    rc = run(getuid() == 0 ? umount_argv : fuse_argv);
+    if (rc)
+        return fail("unmounting %s failed (is it busy? see fuser -m %s)", m.point, m.point);
+    /* the daemon finishes its last commits before it exits */
+    for (int i = 0; i < timeout * 10; i++) {
+        struct mount_entry again;
+        if (!lookup_mount(m.point, &again))
+            break;
+        usleep(100000);
+    }
+    printf("unmounted %s\n", m.point);
+    return 0;
+}
+
+/* ---- uploads ---- */
+
+struct upload_filter {
+    time_t older_than; /* 0 = all */
+    struct om_client *c;
+    bool abort;
+    const char *key, *id;
+    int count, failed;
+};
+
+static int on_upload(void *ud, const struct om_upload_entry *e)
+{
+    struct upload_filter *f = ud;
+    if (f->older_than && e->initiated > f->older_than)
+        return 0;
+    if (f->key && (strcmp(f->key, e->key) != 0 || (f->id && strcmp(f->id, e->upload_id) != 0)))
+        return 0;
+    char when[32] = "-", age[32] = "-";
+    if (e->initiated) {
+        struct tm tm;
+        gmtime_r(&e->initiated, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        human_duration((long)(time(NULL) - e->initiated), age, sizeof(age));
+    }
+    f->count++;
+    if (!f->abort) {
+        printf("%s\t%s\t%s\t%s\n", e->key, e->upload_id, when, age);
+        return 0;
+    }
+    struct om_s3_error err;
+    int rc = om_s3_mpu_abort(f->c->s3, e->key, e->upload_id, &err);
+    if (rc && rc != -ENOENT) {
+        fprintf(stderr, "objmountctl: abort %s %s: %s (%s)\n", e->key, e->upload_id, strerror(-rc),
+                err.code);
+        f->failed++;
+    } else {
+        printf("aborted %s %s\n", e->key, e->upload_id);
+    }
+    return 0;
+}
+
+static int cmd_uploads(struct om_config *cfg, bool abort, const char *older, const char *key,
+                       const char *id)
+{
+    struct upload_filter f = {.abort = abort, .key = key, .id = id};
+    if (older) {
+        uint64_t ms;
+        if (om_parse_duration_ms(older, &ms))
+            return fail("--older-than: '%s' is not a duration (e.g. 30m, 12h, 7d)", older);
+        f.older_than = time(NULL) - (time_t)(ms / 1000);
+    }
+    if (abort && !older && !key)
+        return fail("uploads abort needs --older-than DURATION or --key KEY (refusing to abort "
+                    "every upload of the bucket, including ones in progress)");
+    struct om_client c;
+    char err[512];
+    if (om_client_open(&c, cfg, err, sizeof(err)))
+        return fail("%s", err);
+    f.c = &c;
+    struct om_s3_error e;
+    int rc = om_s3_mpu_list(c.s3, NULL, on_upload, &f, &e);
+    om_client_close(&c);
+    if (rc)
+        return fail("listing uploads of %s: %s (%s %s)", cfg->bucket, strerror(-rc), e.code,
+                    e.message);
+    if (!abort && f.count == 0)
+        printf("no multipart uploads in progress\n");
+    return f.failed ? 1 : 0;
+}
+
+/* ---- recovery ---- */
+
+struct sidecar {
+    char state[32], bucket[256], key[2048], endpoint[512], md5[64], time[32], upload_id[256];
+    char last_error[512];
+    uint64_t size;
+    bool has_mode;
+    unsigned mode;
+};
+
+/* A tiny reader for the flat JSON objects objmount writes. */
+static void json_field(const char *text, const char *name, char *out, size_t n)
+{
+    out[0] = '\0';
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", name);
+    const char *p = strstr(text, pat);
+    if (!p)
+        return;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    size_t k = 0;
+    if (*p == '"') {
+        for (p++; *p && *p != '"' && k + 1 < n; p++) {
+            if (*p == '\\' && p[1]) {
+                p++;
+                if (*p == 'u' && p[1] && p[2] && p[3] && p[4]) {
+                    out[k++] = (char)strtol((char[]){p[3], p[4], 0}, NULL, 16);
+                    p += 4;
+                    continue;
+                }
+            }
+            out[k++] = *p;
+        }
+    } else {
+        while (*p && *p != ',' && *p != '\n' && *p != '}' && k + 1 < n)
+            out[k++] = *p++;
+    }
+    out[k] = '\0';
+}
+
+static int read_sidecar(const char *path, struct sidecar *s)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    char text[16384];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    memset(s, 0, sizeof(*s));
+    char num[32];
+    json_field(text, "state", s->state, sizeof(s->state));
+    json_field(text, "bucket", s->bucket, sizeof(s->bucket));
+    json_field(text, "key", s->key, sizeof(s->key));
+    json_field(text, "endpoint", s->endpoint, sizeof(s->endpoint));
+    json_field(text, "md5", s->md5, sizeof(s->md5));
+    json_field(text, "time", s->time, sizeof(s->time));
+    json_field(text, "upload_id", s->upload_id, sizeof(s->upload_id));
+    json_field(text, "last_error", s->last_error, sizeof(s->last_error));
+    json_field(text, "size", num, sizeof(num));
+    s->size = strtoull(num, NULL, 10);
+    json_field(text, "mode", num, sizeof(num));
+    s->has_mode = num[0] != '\0';
+    s->mode = (unsigned)strtoul(num, NULL, 10);
+    return s->key[0] ? 0 : -EINVAL;
+}
+
+/* IDs (file names without .data) in the recovery directory, sorted. */
+static int recovery_ids(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    char **ids = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || strcmp(e->d_name + len - 5, ".data") != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **v = realloc(ids, sizeof(*v) * (size_t)cap);
+            if (!v)
+                break;
+            ids = v;
+        }
+        ids[n++] = strndup(e->d_name, len - 5);
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of entries */
+        for (int j = i; j > 0 && strcmp(ids[j - 1], ids[j]) > 0; j--) {
+            char *t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    *out = ids;
+    return n;
+}
+
+static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg, int nids,
+                       bool all)
+{
+    char err[512];
+    struct om_creds none = {.anonymous = true};
+    if (om_config_finalize(cfg, &none, err, sizeof(err)))
+        return fail("%s", err);
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/recovery", cfg->cache_dir);
+    char **ids = NULL;
+    int n = recovery_ids(dir, &ids);
+    if (n < 0) {
+        if (n == -ENOENT && strcmp(action, "list") == 0) {
+            printf("no recovered data in %s\n", dir);
+            return 0;
+        }
+        return fail("%s: %s", dir, strerror(-n));
+    }
+    int status = 0;
+    if (strcmp(action, "list") == 0) {
+        if (n == 0)
+            printf("no recovered data in %s\n", dir);
+        for (int i = 0; i < n; i++) {
+            char path[4400];
+            snprintf(path, sizeof(path), "%s/%s.json", dir, ids[i]);
+            struct sidecar s;
+            if (read_sidecar(path, &s) != 0) {
+                printf("%s\t(no readable sidecar)\n", ids[i]);
+                continue;
+            }
+            printf("%s\t%s\t%s/%s\t%" PRIu64 " bytes\t%s\t%s\n", ids[i], s.state, s.bucket, s.key,
+                   s.size, s.time, s.last_error[0] ? s.last_error : "-");
+        }
+    } else if (strcmp(action, "push") == 0 || strcmp(action, "drop") == 0) {
+        bool push = action[0] == 'p';
+        if (!all && nids == 0)
+            status = fail("recover %s needs IDs (see objmountctl recover list) or --all", action);
+        for (int i = 0; i < n && !status; i++) {
+            bool wanted = all;
+            for (int k = 0; k < nids && !wanted; k++)
+                wanted = strcmp(ids_arg[k], ids[i]) == 0;
+            if (!wanted)
+                continue;
+            char data[4400], side[4400];
+            snprintf(data, sizeof(data), "%s/%s.data", dir, ids[i]);
+            snprintf(side, sizeof(side), "%s/%s.json", dir, ids[i]);
+            if (push) {
+                struct sidecar s;
+                if (read_sidecar(side, &s) != 0) {
+                    status = fail("%s: no readable sidecar: cannot tell where it belongs", ids[i]);
+                    break;
+                }
+                struct om_config c2;
+                om_config_init(&c2);
+                c2 = *cfg; /* shallow: same options */
+                c2.bucket = s.bucket;
+                c2.finalized = false;
+                char *ep = cfg->endpoint;
+                if (!om_config_is_set(cfg, "endpoint") && s.endpoint[0])
+                    c2.endpoint = s.endpoint;
+                struct om_client cl;
+                int rc = om_client_open(&cl, &c2, err, sizeof(err));
+                if (rc) {
+                    status = fail("%s: %s", ids[i], err);
+                    break;
+                }
+                struct om_writers_config wc = {.cache_dir = cfg->cache_dir,
+                                               .bucket = s.bucket,
+                                               .endpoint = c2.endpoint,
+                                               .part_size = cfg->part_size,
+                                               .upload_retries = (int)cfg->upload_retries,
+                                               .upload_retry_ms = cfg->upload_retry_delay_ms,
+                                               .verify_read = true,
+                                               .max_parts_in_flight = 8};
+                struct om_writers *ws = om_writers_new(cl.s3, &wc, err, sizeof(err));
+                struct om_file_meta meta = {.has_mode = s.has_mode, .mode = s.mode};
+                rc = ws ? om_writer_push_file(ws, data, s.key, &meta, err, sizeof(err)) : -EIO;
+                om_writers_free(ws);
+                om_client_close(&cl);
+                (void)ep;
+                if (rc) {
+                    status = fail("%s: upload of %s/%s failed: %s (kept)", ids[i], s.bucket, s.key,
+                                  err);
+                    break;
+                }
+                printf("uploaded %s to %s/%s (%" PRIu64 " bytes, verified)\n", ids[i], s.bucket,
+                       s.key, s.size);
+            }
+            if (unlink(data) != 0)
+                status = fail("%s: %s", data, strerror(errno));
+            unlink(side);
+            if (!push)
+                printf("dropped %s\n", ids[i]);
+        }
+    } else {
+        status = fail("recover: unknown action '%s' (list, push or drop)", action);
+    }
+    for (int i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    return status;
+}
+
+/* ---- doctor ---- */
+
+static int checks_failed;
+
+static void report(bool ok, const char *what, const char *fix)
+{
+    printf("[%s] %s\n", ok ? " ok " : "FAIL", what);
+    if (!ok) {
+        printf("       fix: %s\n", fix);
+        checks_failed++;
+    }
+}
+
+static bool tcp_reachable(const char *host, int port, char *msg, size_t n)
+{
+    char h[256], p[16];
+    om_strlcpy(h, host, sizeof(h));
+    if (h[0] == '[') { /* an IPv6 literal */
+        memmove(h, h + 1, strlen(h));
+        h[strcspn(h, "]")] = '\0';
+    }
+    snprintf(p, sizeof(p), "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(h, p, &hints, &res);
+    if (g) {
+        snprintf(msg, n, "cannot resolve %s: %s", h, gai_strerror(g));
+        return false;
+    }
+    bool ok = false;
+    for (struct addrinfo *a = res; a && !ok; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            continue;
+        int c = connect(fd, a->ai_addr, a->ai_addrlen);
+        if (c == 0 || errno == EINPROGRESS) {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            int err = 0;
+            socklen_t el = sizeof(err);
+            if (poll(&pf, 1, 5000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+                err == 0)
+                ok = true;
+            else
+                snprintf(msg, n, "connect to %s port %d: %s", h, port,
+                         err ? strerror(err) : "timed out");
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
+static int cmd_doctor(struct om_config *cfg)
+{
+    char err[512], line[1024];
+    struct om_client c;
+    int rc = om_client_open(&c, cfg, err, sizeof(err));
+    snprintf(line, sizeof(line), "configuration and credentials%s%s", rc ? ": " : "",
+             rc ? err : "");
+    report(rc == 0, line,
+           "see doc/options.md: endpoint=, region=, credentials=, aws_profile=, anonymous");
+    if (rc)
+        return 1;
+    printf("       endpoint %s (from %s), region %s (from %s), credentials: %s\n", cfg->endpoint,
+           cfg->endpoint_source, cfg->region, cfg->region_source, c.creds.source);
+    struct om_url u;
+    om_url_parse(cfg->endpoint, &u);
+    char msg[512] = "";
+    bool reach = tcp_reachable(u.host, u.port, msg, sizeof(msg));
+    snprintf(line, sizeof(line), "endpoint %s:%d reachable%s%s", u.host, u.port, reach ? "" : ": ",
+             msg);
+    report(reach, line,
+           "check the endpoint URL, DNS, routes and firewalls (curl -v ENDPOINT shows the same)");
+    if (!reach) {
+        om_url_free(&u);
+        om_client_close(&c);
+        return 1;
+    }
+    long skew = 0;
+    struct om_s3_error e;
+    rc = om_s3_check_bucket(c.s3, &skew, &e);
+    if (u.https) {
+        bool tls_ok = !(rc == -EIO && strstr(e.message, "SSL"));
+        snprintf(line, sizeof(line), "TLS certificate verified%s%s", tls_ok ? "" : ": ",
+                 tls_ok ? "" : e.message);
+        report(tls_ok, line,
+               "point ca_bundle= (or AWS_CA_BUNDLE) at the CA that signed the endpoint's "
+               "certificate");
+    }
+    bool skewed = strcmp(e.code, "RequestTimeTooSkewed") == 0 || skew > 300 || skew < -300;
+    snprintf(line, sizeof(line), "clock within 5 minutes of the server's (skew %ld s)", skew);
+    report(!skewed, line, "synchronise the clock (chrony, systemd-timesyncd or ntpdate)");
+    bool creds_ok = rc != -EACCES || skewed;
+    snprintf(line, sizeof(line), "credentials accepted%s%s%s", creds_ok ? "" : ": ", e.code,
+             creds_ok ? "" : (e.message[0] ? " (see message)" : ""));
+    report(creds_ok, line,
+           strcmp(e.code, "InvalidAccessKeyId") == 0
+               ? "the access key is unknown to this endpoint: check which credentials are used "
+                 "(listed above)"
+           : strcmp(e.code, "SignatureDoesNotMatch") == 0
+               ? "the secret key does not match the access key, or the region is wrong"
+               : "grant s3:ListBucket on the bucket to these credentials, or use others");
+    bool bucket_ok = rc == 0;
+    snprintf(line, sizeof(line), "bucket '%s' lists%s%s%s", cfg->bucket, bucket_ok ? "" : ": ",
+             bucket_ok ? "" : strerror(-rc), bucket_ok ? "" : (e.code[0] ? " " : ""));
+    if (!bucket_ok)
+        strncat(line, e.code, sizeof(line) - strlen(line) - 1);
+    report(bucket_ok || rc == -EACCES, line,
+           rc == -ENOENT ? "check the bucket name, and path_style/virtual_host for this endpoint"
+                         : "see the error above");
+    /* the other addressing style, for a hint */
+    struct om_config alt = *cfg;
+    struct om_s3_config sc;
+    om_config_s3(&alt, &sc);
+    sc.addressing = cfg->addressing == OM_ADDR_VHOST ? OM_ADDR_PATH : OM_ADDR_VHOST;
+    struct om_s3 *other = om_s3_new(c.http, &sc, &c.creds, err, sizeof(err));
+    if (other) {
+        struct om_s3_error e2;
+        int rc2 = om_s3_check_bucket(other, NULL, &e2);
+        snprintf(line, sizeof(line), "addressing: %s works%s, %s %s", 
+                 sc.addressing == OM_ADDR_VHOST ? "path-style" : "virtual-host",
+                 bucket_ok ? "" : " not",
+                 sc.addressing == OM_ADDR_VHOST ? "virtual-host" : "path-style",
+                 rc2 == 0 ? "works too" : "does not");
+        report(bucket_ok || rc2 != 0, line,
+               sc.addressing == OM_ADDR_VHOST ? "mount with -o virtual_host"
+                                              : "mount with -o path_style");
+        om_s3_free(other);
+    }
+    /* object requests: AIStore redirects those, not listings */
+    struct om_s3_object o;
+    om_s3_head(c.s3, ".objmount-doctor-probe", &o, &e);
+    struct om_http_stats st;
+    om_http_get_stats(c.http, &st);
+    printf("[info] redirects seen: %" PRIu64 " (followed by objmount, re-signed per hop)\n",
+           st.redirects);
+    om_url_free(&u);
+    om_client_close(&c);
+    if (checks_failed)
+        printf("%d check%s failed\n", checks_failed, checks_failed == 1 ? "" : "s");
+    else
+        printf("all checks passed\n");
+    return checks_failed ? 1 : 0;
+}
+
+/* ---- main ---- */
+
+int main(int argc, char **argv)
+{
+    struct om_config cfg;
+    om_config_init(&cfg);
+    om_log_init("objmountctl", OM_LOG_ERROR, false);
+    char err[512];
+    char *pos[64];
+    int npos = 0;
+    bool prometheus = false, all = false;
+    int watch = 0, timeout = 60;
+    const char *older = NULL, *key = NULL, *id = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strncmp(a, "-o", 2) == 0) {
+            const char *opts = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!opts)
+                return fail("-o needs options");
+            if (om_config_parse_opts(&cfg, opts, err, sizeof(err)))
+                return fail("%s", err);
+        } else if (strcmp(a, "--prometheus") == 0) {
+            prometheus = true;
+        } else if (strcmp(a, "--all") == 0) {
+            all = true;
+        } else if (strcmp(a, "--watch") == 0) {
+            watch = 2;
+            if (i + 1 < argc && atoi(argv[i + 1]) > 0)
+                watch = atoi(argv[++i]);
+        } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+            timeout = atoi(argv[++i]);
+            if (timeout <= 0)
+                return fail("--timeout wants a number of seconds");
+        } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
+            older = argv[++i];
+        } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {
+            key = argv[++i];
+        } else if (strcmp(a, "--upload-id") == 0 && i + 1 < argc) {
+            id = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            return fail("unknown argument '%s' (see objmountctl --help)", a);
+        } else if (npos < 64) {
+            pos[npos++] = argv[i];
+        }
+    }
+    om_log_set_level(cfg.log_level);
+    if (npos == 0) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = pos[0];
+    if (strcmp(cmd, "status") == 0 && npos == 1)
+        return cmd_status();
+    if (strcmp(cmd, "stats") == 0 && npos == 2)
+        return cmd_stats(pos[1], prometheus, watch);
+    if (strcmp(cmd, "unmount") == 0 && npos == 2)
+        return cmd_unmount(pos[1], timeout);
+    if (strcmp(cmd, "uploads") == 0 && npos == 3 &&
+        (strcmp(pos[1], "list") == 0 || strcmp(pos[1], "abort") == 0)) {
+        if (om_config_set_source(&cfg, pos[2], err, sizeof(err)))
+            return fail("%s", err);
+        return cmd_uploads(&cfg, pos[1][0] == 'a', older, key, id);
+    }
+    if (strcmp(cmd, "recover") == 0 && npos >= 2)
+        return cmd_recover(&cfg, pos[1], pos + 2, npos - 2, all);
+    if (strcmp(cmd, "doctor") == 0 && npos == 2) {
+        if (om_config_set_source(&cfg, pos[1], err, sizeof(err)))
+            return fail("%s", err);
+        return cmd_doctor(&cfg);
+    }
+    fputs(usage, stderr);
+    return 2;
+}
