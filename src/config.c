@@ -98,6 +98,9 @@ static const struct opt options[] = {
         "how long a missing name is remembered (default 5; training: 1 day)"),
     OPT("keep_cache", NULL, K_FLAG, keep_cache, 0, 0,
         "keep the kernel page cache across opens without comparing ETags"),
+    OPT("stat_from_listing", NULL, K_FLAG, stat_from_listing, 0, 0,
+        "answer stat of a name from its directory listing without a HEAD (object metadata "
+        "such as x-amz-meta-mode is then not seen; training: on)"),
     OPT("memory_limit", "SIZE", K_SIZE, memory_limit, 16ULL << 20, 1ULL << 40,
         "budget of read buffers, shared by all open files (default: RAM/8, 256 MiB to 4 GiB)"),
     OPT("part_size", "SIZE", K_SIZE, part_size, 1ULL << 20, 5ULL << 30,
@@ -482,6 +485,8 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
             cfg->negative_timeout_ms = day;
         if (!om_config_is_set(cfg, "keep_cache"))
             cfg->keep_cache = true;
+        if (!om_config_is_set(cfg, "stat_from_listing"))
+            cfg->stat_from_listing = true;
     }
     if (!om_config_is_set(cfg, "file_mode"))
         cfg->file_mode = 0666 & ~cfg->umask;

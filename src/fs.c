@@ -605,6 +605,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .force_uid = om_config_is_set(cfg, "uid"),
         .force_gid = om_config_is_set(cfg, "gid"),
         .force_mode = om_config_is_set(cfg, "umask") || om_config_is_set(cfg, "file_mode"),
+        .stat_from_listing = cfg->stat_from_listing,
         .ro = cfg->ro,
     };
     fs->meta = om_meta_new(client->s3, &mc);

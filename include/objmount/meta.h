@@ -38,6 +38,9 @@ struct om_meta_config {
     mode_t file_mode; /* permission bits */
     mode_t dir_mode;
     bool force_uid, force_gid, force_mode; /* ignore x-amz-meta-* for these */
+    /* Answer a lookup of an object named in a fresh listing without a HEAD
+     * (listings carry sizes, times and ETags, not modes or owners). */
+    bool stat_from_listing;
     bool ro;
 };
 

@@ -1,0 +1,399 @@
+/* Listings: directory handles streamed page by page, and whole-directory
+ * listings fetched in the background so that lookups in a directory cost
+ * one LIST instead of a HEAD and a LIST per name.
+ *
+ * A listing being built by a directory handle belongs to that handle alone
+ * until it is complete and installed on its directory. */
+#include "objmount/meta.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objmount/log.h"
+#include "objmount/util.h"
+#include "meta_int.h"
+
+uint64_t mi_name_hash(const char *name)
+{
+    return om_hash_bytes(name, strlen(name));
+}
+
+struct listing *mi_listing_new(void)
+{
+    struct listing *l = calloc(1, sizeof(*l));
+    if (!l || om_htable_init(&l->index, 64)) {
+        free(l);
+        return NULL;
+    }
+    l->refs = 1;
+    return l;
+}
+
+void mi_listing_put(struct listing *l)
+{
+    if (!l || --l->refs > 0)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    om_htable_destroy(&l->index);
+    free(l->token);
+    free(l);
+}
+
+struct dentry *mi_listing_find(const struct listing *l, const char *name)
+{
+    uint64_t h = mi_name_hash(name);
+    for (struct om_hnode *n = om_htable_first(&l->index, h); n; n = om_htable_next(n, h)) {
+        struct dentry *d = om_container_of(n, struct dentry, node);
+        if (strcmp(d->name, name) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/* Add one listed name; a directory replaces an object of the same name. */
+int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size,
+                       time_t mtime, const char *etag)
+{
+    struct dentry *old = mi_listing_find(l, name);
+    if (old) {
+        if (is_dir && !old->is_dir) {
+            om_info("'%s' is both an object and a directory: the directory hides the object",
+                    name);
+            old->is_dir = true;
+            old->size = 0;
+            old->etag = NULL;
+        }
+        return 0;
+    }
+    size_t nlen = strlen(name);
+    size_t elen = etag && !is_dir ? strlen(etag) + 1 : 0;
+    struct dentry *d = malloc(sizeof(*d) + nlen + 1 + elen);
+    if (!d)
+        return -ENOMEM;
+    memcpy(d->name, name, nlen + 1);
+    d->is_dir = is_dir;
+    d->size = size;
+    d->mtime = mtime;
+    d->etag = elen ? d->name + nlen + 1 : NULL;
+    if (elen)
+        memcpy(d->etag, etag, elen);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct dentry **v = realloc(l->v, cap * sizeof(*v));
+        if (!v) {
+            free(d);
+            return -ENOMEM;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = d;
+    om_htable_insert(&l->index, &d->node, mi_name_hash(name));
+    return 0;
+}
+
+bool mi_listing_fresh(const struct listing *l)
+{
+    return l && l->complete && om_now_ms() < l->expire_ms;
+}
+
+struct page_ctx {
+    struct om_meta *m;
+    struct listing *l;
+    size_t plen; /* length of the directory's key prefix */
+};
+
+static int page_entry(void *ud, const struct om_list_entry *e);
+
+struct slurp {
+    struct om_meta *m;
+    struct inode *dir;
+    char *key;
+};
+
+/* Install a complete listing on its directory. Caller holds m->lock. */
+void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
+{
+    l->complete = true;
+    l->expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+    mi_listing_put(dir->listing);
+    dir->listing = l;
+    m->st.list_entries += l->n;
+}
+
+static void *slurp_main(void *arg)
+{
+    struct slurp *j = arg;
+    struct om_meta *m = j->m;
+    struct inode *dir = j->dir;
+    struct listing *l = mi_listing_new();
+    int rc = l ? 0 : -ENOMEM;
+    char *token = NULL;
+    uint64_t pages = 0;
+    bool done = false;
+    while (!rc && !done) {
+        struct page_ctx p = {.m = m, .l = l, .plen = strlen(j->key)};
+        struct om_s3_list_params params = {.prefix = j->key, .delimiter = "/", .continuation = token};
+        char *next = NULL;
+        struct om_s3_error err;
+        rc = om_s3_list_page(m->s3, &params, page_entry, &p, &next, &err);
+        free(token);
+        token = next;
+        pages++;
+        if (!rc && token && l->n > SLURP_MAX_ENTRIES)
+            rc = -EFBIG;
+        pthread_mutex_lock(&m->lock);
+        m->st.list_pages++;
+        done = !rc && !token;
+        if (done) {
+            /* in the same step as the page: a waiting lookup finds it */
+            mi_install_listing(m, dir, l);
+            om_debug("listed %s whole: %zu names in %" PRIu64 " pages",
+                     *j->key ? j->key : "/", l->n, pages);
+        }
+        dir->slurp_first_page = true;
+        pthread_cond_broadcast(&m->slurp_cond);
+        pthread_mutex_unlock(&m->lock);
+    }
+    free(token);
+    pthread_mutex_lock(&m->lock);
+    if (!done) {
+        mi_listing_put(l);
+        dir->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+        if (rc != -EFBIG)
+            om_warn("listing %s: %s", *j->key ? j->key : "/", strerror(-rc));
+    }
+    dir->slurping = false;
+    m->slurps--;
+    mi_inode_unref(m, dir);
+    pthread_cond_broadcast(&m->slurp_cond);
+    pthread_mutex_unlock(&m->lock);
+    free(j->key);
+    free(j);
+    return NULL;
+}
+
+/* Start listing dir in the background. Caller holds m->lock. */
+void mi_start_slurp(struct om_meta *m, struct inode *dir)
+{
+    struct slurp *j = calloc(1, sizeof(*j));
+    if (!j || !(j->key = strdup(dir->key))) {
+        free(j);
+        return;
+    }
+    j->m = m;
+    j->dir = dir;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    dir->refs++;
+    dir->slurping = true;
+    dir->slurp_first_page = false;
+    m->slurps++;
+    if (pthread_create(&t, &attr, slurp_main, j) != 0) {
+        dir->refs--;
+        dir->slurping = false;
+        m->slurps--;
+        free(j->key);
+        free(j);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
+{
+    struct om_dirh *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    int rc = 0;
+    if (!i)
+        rc = -ESTALE;
+    else if (!i->is_dir)
+        rc = -ENOTDIR;
+    if (!rc) {
+        i->refs++;
+        d->dir = i;
+        if (mi_listing_fresh(i->listing)) {
+            d->l = i->listing;
+            d->l->refs++;
+        } else {
+            d->l = mi_listing_new();
+            d->building = true;
+            if (!d->l) {
+                mi_inode_unref(m, i);
+                rc = -ENOMEM;
+            }
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+static int page_entry(void *ud, const struct om_list_entry *e)
+{
+    struct page_ctx *p = ud;
+    size_t klen = strlen(e->key);
+    if (klen <= p->plen)
+        return 0; /* the directory's own marker object */
+    char name[NAME_MAX_BYTES + 2];
+    size_t nlen = klen - p->plen;
+    bool is_dir = e->is_prefix;
+    if (is_dir && nlen > 0 && e->key[klen - 1] == '/')
+        nlen--;
+    if (nlen == 0 || nlen > NAME_MAX_BYTES) {
+        __atomic_fetch_add(&p->m->st.skipped_names, 1, __ATOMIC_RELAXED);
+        om_info("skipping key '%s': its name cannot be a file name", e->key);
+        return 0;
+    }
+    memcpy(name, e->key + p->plen, nlen);
+    name[nlen] = '\0';
+    if (!mi_valid_name(name)) {
+        __atomic_fetch_add(&p->m->st.skipped_names, 1, __ATOMIC_RELAXED);
+        om_info("skipping key '%s': its name cannot be a file name", e->key);
+        return 0;
+    }
+    return mi_listing_add(p->l, name, is_dir, e->size, e->mtime, e->etag);
+}
+
+/* Fetch the next page into a listing this handle is building. Called
+ * without m->lock. */
+static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
+{
+    struct listing *l = d->l;
+    struct page_ctx p = {.m = m, .l = l, .plen = strlen(dirkey)};
+    struct om_s3_list_params params = {
+        .prefix = dirkey, .delimiter = "/", .continuation = l->token};
+    char *next = NULL;
+    struct om_s3_error err;
+    int rc = om_s3_list_page(m->s3, &params, page_entry, &p, &next, &err);
+    if (rc) {
+        om_warn("listing %s: %s (HTTP %ld %s)", *dirkey ? dirkey : "/", strerror(-rc), err.status,
+                err.code);
+        return rc;
+    }
+    free(l->token);
+    l->token = next;
+    l->started = true;
+    if (!next)
+        l->complete = true;
+    pthread_mutex_lock(&m->lock);
+    m->st.list_pages++;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+/* Install a completed listing on its directory. Caller holds m->lock. */
+static void install(struct om_meta *m, struct om_dirh *d)
+{
+    d->building = false;
+    d->l->refs++;
+    mi_install_listing(m, d->dir, d->l);
+}
+
+int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
+                    om_meta_fill_fn fill, void *ud)
+{
+    /* offsets: 0 start, 1 after ".", 2 after "..", 2+k after entry k-1 */
+    struct om_attr a;
+    pthread_mutex_lock(&m->lock);
+    if (off < 1) {
+        mi_fill_attr(m, d->dir, &a);
+        if (fill(ud, ".", &a, 1)) {
+            pthread_mutex_unlock(&m->lock);
+            return 0;
+        }
+        off = 1;
+    }
+    if (off < 2) {
+        mi_fill_attr(m, d->dir->parent ? d->dir->parent : d->dir, &a);
+        if (fill(ud, "..", &a, 2)) {
+            pthread_mutex_unlock(&m->lock);
+            return 0;
+        }
+        off = 2;
+    }
+    char *dirkey = strdup(d->dir->key);
+    pthread_mutex_unlock(&m->lock);
+    if (!dirkey)
+        return -ENOMEM;
+
+    int rc = 0;
+    for (;;) {
+        size_t k = (size_t)(off - 2);
+        struct listing *l = d->l;
+        if (k >= l->n) {
+            if (l->complete || !d->building)
+                break;
+            rc = fetch_page(m, d, dirkey);
+            if (rc)
+                break;
+            if (l->complete) {
+                pthread_mutex_lock(&m->lock);
+                install(m, d);
+                pthread_mutex_unlock(&m->lock);
+            }
+            continue;
+        }
+        pthread_mutex_lock(&m->lock);
+        bool full = false;
+        for (; k < l->n && !full; k++) {
+            struct dentry *e = l->v[k];
+            if (plus) {
+                struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);
+                if (!c) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                /* the listing wins only over attributes that expired */
+                if (!e->is_dir && !c->pending && om_now_ms() >= c->attr_expire_ms)
+                    mi_set_file_attrs(m, c, e->size, e->mtime, e->etag);
+                else if (e->is_dir)
+                    c->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+                mi_fill_attr(m, c, &a);
+                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
+                if (!full)
+                    c->nlookup++;
+                else if (c->nlookup == 0 && c->refs == 0) {
+                    struct inode *parent = c->parent;
+                    mi_inode_free(m, c);
+                    mi_inode_unref(m, parent);
+                }
+            } else {
+                memset(&a, 0, sizeof(a));
+                a.mode = e->is_dir ? S_IFDIR : S_IFREG;
+                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
+            }
+            if (!full)
+                off = (off_t)(k + 3);
+        }
+        pthread_mutex_unlock(&m->lock);
+        if (full || rc)
+            break;
+    }
+    free(dirkey);
+    return rc;
+}
+
+void om_meta_releasedir(struct om_meta *m, struct om_dirh *d)
+{
+    pthread_mutex_lock(&m->lock);
+    mi_listing_put(d->l);
+    mi_inode_unref(m, d->dir);
+    pthread_mutex_unlock(&m->lock);
+    free(d);
+}
+

@@ -1,0 +1,119 @@
+/* Internals shared by the files of the namespace module (meta.c: inodes,
+ * lookups and attributes; listing.c: listings, readdir and whole-directory
+ * listings for lookups; meta_change.c: changes made through the mount).
+ *
+ * Locking: m->lock guards every inode, every child table and every installed
+ * listing; every mi_ function below expects it held unless noted. */
+#ifndef OBJMOUNT_META_INT_H
+#define OBJMOUNT_META_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "objmount/hash.h"
+#include "objmount/meta.h"
+
+#define NAME_MAX_BYTES 255
+
+struct listing;
+
+struct inode {
+    struct om_hnode by_ino;  /* in m->inodes */
+    struct om_hnode by_name; /* in parent->children when linked */
+    uint64_t ino;
+    struct inode *parent;
+    char *name;
+    char *key; /* full object key; directories end with '/', the root is the prefix */
+    bool is_dir;
+    bool linked;
+    uint64_t nlookup;
+    uint32_t refs; /* open handles, and one per child that points here */
+    /* attributes */
+    uint64_t size;
+    struct timespec mtime;
+    char etag[OM_ETAG_MAX];
+    bool has_mode, has_uid, has_gid;
+    uint32_t meta_mode, meta_uid, meta_gid;
+    uint64_t attr_expire_ms;
+    bool pending; /* created through the mount, not stored yet */
+    char cached_etag[OM_ETAG_MAX]; /* what the kernel page cache holds */
+    /* directories */
+    struct om_htable children;
+    struct listing *listing; /* complete, installed */
+    bool slurping;           /* a background listing is being fetched */
+    bool slurp_first_page;   /* ... and its first page has arrived */
+    uint64_t slurp_retry_ms; /* no new one before this */
+};
+
+struct dentry {
+    struct om_hnode node;
+    bool is_dir;
+    uint64_t size;
+    time_t mtime;
+    char *etag; /* NULL for directories */
+    char name[];
+};
+
+struct listing {
+    int refs;
+    struct dentry **v;
+    size_t n, cap;
+    struct om_htable index;
+    bool complete;
+    uint64_t expire_ms;
+    char *token; /* continuation token of the next page */
+    bool started;
+};
+
+struct om_dirh {
+    struct inode *dir;
+    struct listing *l;
+    bool building; /* l belongs to this handle until complete */
+};
+
+struct om_meta {
+    struct om_s3 *s3;
+    struct om_meta_config cfg;
+    char *prefix;
+    pthread_mutex_t lock;
+    struct om_htable inodes;
+    uint64_t next_ino;
+    struct inode *root;
+    struct timespec mount_time;
+    pthread_cond_t slurp_cond; /* a background listing made progress */
+    int slurps;                /* background listings running */
+    struct om_meta_stats st;
+};
+
+/* Directories with more entries than this are not listed whole for lookups. */
+#define SLURP_MAX_ENTRIES 1000000
+
+uint64_t mi_name_hash(const char *name);
+
+/* listings */
+struct listing *mi_listing_new(void);
+void mi_listing_put(struct listing *l);
+struct dentry *mi_listing_find(const struct listing *l, const char *name);
+int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
+                   const char *etag);
+bool mi_listing_fresh(const struct listing *l);
+void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
+/* List dir whole in the background (a lookup waits for its first page). */
+void mi_start_slurp(struct om_meta *m, struct inode *dir);
+
+/* inodes */
+struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
+struct inode *mi_child_get(struct inode *dir, const char *name);
+void mi_unlink_child(struct inode *i);
+void mi_inode_free(struct om_meta *m, struct inode *i);
+void mi_inode_unref(struct om_meta *m, struct inode *i);
+struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *name, bool is_dir);
+struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *name, bool is_dir);
+void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t mtime,
+                       const char *etag);
+void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
+void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
+bool mi_valid_name(const char *name);
+
+#endif
