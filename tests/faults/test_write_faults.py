@@ -211,6 +211,7 @@ def test_permanent_failure_is_eio_and_bytes_kept_in_recovery(mount, bucket, s3cl
     stored = [o["Key"] for o in s3client.list_objects_v2(Bucket=bucket).get("Contents", [])]
     assert not stored, "objects stored by failed uploads: %s" % stored
     m.check_alive()
+    no_uploads_left(s3client, bucket)  # released writers abort their uploads
 
 
 def test_fsync_eio_then_successful_close_clears_recovery(mount, bucket, s3client, faultproxy,
