@@ -132,6 +132,9 @@ static const struct opt options[] = {
         "refuse to replace existing objects (EEXIST)"),
     OPT("parts_in_flight", "N", K_COUNT, parts_in_flight, 1, 64,
         "parts of one file uploading at once (default 8)"),
+    OPT("max_rename_keys", "N", K_COUNT, max_rename_keys, 0, 100000000,
+        "most keys a directory rename copies; above it rename fails with EXDEV and mv copies "
+        "the tree itself (default 10000)"),
 };
 
 _Static_assert(OM_ARRAY_LEN(options) <= 64, "set_mask has one bit per option");
@@ -172,6 +175,7 @@ void om_config_init(struct om_config *cfg)
     cfg->upload_retries = 3;
     cfg->upload_retry_delay_ms = 1000;
     cfg->parts_in_flight = 8;
+    cfg->max_rename_keys = 10000;
 }
 
 bool om_config_is_set(const struct om_config *cfg, const char *name)

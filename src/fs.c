@@ -58,6 +58,10 @@ static int user_errno(int err)
     case EINTR:
     case ENOTSUP:
     case EXDEV:
+    case EBUSY:
+    case ENODATA:
+    case ERANGE:
+    case ENOSYS:
         return err;
     default:
         return EIO;
@@ -380,19 +384,29 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
     char *key = NULL;
     bool exists;
     struct om_s3_object obj;
-    int rc = om_meta_object(fs->meta, ino, &key, &exists, &obj);
+    struct om_attr now;
+    int rc = om_meta_key(fs->meta, ino, &key, &now);
+    free(key);
+    key = NULL;
     if (rc)
         return rc;
-    struct om_writer *w = om_writer_find(fs->writers, ino);
-    struct om_file_meta m = {.has_mode = obj.has_mode, .mode = obj.mode, .has_uid = obj.has_uid,
-                             .uid = obj.uid, .has_gid = obj.has_gid, .gid = obj.gid,
+    mode_t type = now.mode & S_IFMT;
+    if (S_ISDIR(type)) {
+        memset(&obj, 0, sizeof(obj));
+    } else if ((rc = om_meta_object(fs->meta, ino, &key, &exists, &obj)) != 0) {
+        return rc;
+    }
+    struct om_writer *w = S_ISDIR(type) ? NULL : om_writer_find(fs->writers, ino);
+    struct om_file_meta m = {.has_mode = true, .mode = now.mode, .has_uid = true,
+                             .uid = now.uid, .has_gid = true, .gid = now.gid,
                              .has_mtime = obj.has_mtime, .mtime = obj.meta_mtime};
     if (w)
         om_writer_get_meta(w, &m); /* changes made while open, not stored yet */
-    om_debug("setattr %s: to_set %#x, %s", key, to_set, w ? "open for writing" : "stored now");
+    om_debug("setattr ino %lu: to_set %#x, %s", (unsigned long)ino, to_set,
+             w ? "open for writing" : "stored now");
     if (to_set & FUSE_SET_ATTR_MODE) {
         m.has_mode = true;
-        m.mode = S_IFREG | (attr->st_mode & 07777);
+        m.mode = type | (attr->st_mode & 07777);
     }
     if (to_set & FUSE_SET_ATTR_UID) {
         m.has_uid = true;
@@ -409,7 +423,9 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
         else
             m.mtime = attr->st_mtim;
     }
-    if (w) {
+    if (S_ISDIR(type)) {
+        rc = om_ns_dir_setattr(fs->ns, ino, &m);
+    } else if (w) {
         om_writer_set_meta(w, &m);
         om_writer_release(w);
     } else if (exists) {
@@ -462,6 +478,124 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)ino;
     fh_free(fs_of(req), (struct fh *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
+}
+
+static void reply_entry(fuse_req_t req, struct om_fs *fs, int rc, const struct om_attr *a)
+{
+    if (rc)
+        return reply_error(req, rc);
+    struct fuse_entry_param e;
+    fill_entry(fs, a, &e);
+    fuse_reply_entry(req, &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct om_attr a;
+    int rc = om_ns_mkdir(fs->ns, parent, name, mode, ctx->uid, ctx->gid, &a);
+    reply_entry(req, fs, rc, &a);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct om_attr a;
+    int rc = om_ns_symlink(fs->ns, parent, name, target, ctx->uid, ctx->gid, &a);
+    reply_entry(req, fs, rc, &a);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    char *target = NULL;
+    int rc = om_ns_readlink(fs_of(req)->ns, ino, &target);
+    if (rc)
+        return reply_error(req, rc);
+    fuse_reply_readlink(req, target);
+    free(target);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    int rc = om_ns_unlink(fs->ns, parent, name);
+    fuse_reply_err(req, rc ? user_errno(-rc) : 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    int rc = om_ns_rmdir(fs->ns, parent, name);
+    fuse_reply_err(req, rc ? user_errno(-rc) : 0);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    struct om_fs *fs = fs_of(req);
+    if (fs->cfg->ro)
+        return (void)fuse_reply_err(req, EROFS);
+    int rc = om_ns_rename(fs->ns, parent, name, newparent, newname, flags);
+    fuse_reply_err(req, rc ? user_errno(-rc) : 0);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    (void)ino, (void)newparent, (void)newname;
+    fuse_reply_err(req, ENOTSUP); /* an object store has no hard links */
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    char *buf = size ? malloc(size) : NULL;
+    if (size && !buf)
+        return (void)fuse_reply_err(req, ENOMEM);
+    ssize_t n = om_ns_getxattr(fs_of(req)->ns, ino, name, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, -n == ENODATA || -n == ERANGE ? (int)-n : user_errno((int)-n));
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    char *buf = size ? malloc(size) : NULL;
+    if (size && !buf)
+        return (void)fuse_reply_err(req, ENOMEM);
+    ssize_t n = om_ns_listxattr(fs_of(req)->ns, ino, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, -n == ERANGE ? ERANGE : user_errno((int)-n));
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    (void)ino, (void)name, (void)value, (void)size, (void)flags;
+    fuse_reply_err(req, ENOTSUP); /* the attributes are facts of the object */
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    (void)ino, (void)name;
+    fuse_reply_err(req, ENOTSUP);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -578,6 +712,17 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .flush = op_flush,
     .fsync = op_fsync,
     .release = op_release,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .readlink = op_readlink,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .link = op_link,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
@@ -641,11 +786,24 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
             return -EIO;
         }
     }
+    struct om_ns_config nc = {
+        .max_rename_keys = cfg->max_rename_keys,
+        .part_size = cfg->part_size,
+        .cache_dir = cfg->cache_dir,
+    };
+    fs->ns = om_ns_new(client->s3, fs->meta, fs->writers, &nc);
+    if (!fs->ns) {
+        snprintf(err, errlen, "out of memory");
+        om_fs_destroy(fs);
+        return -ENOMEM;
+    }
     return 0;
 }
 
 void om_fs_destroy(struct om_fs *fs)
 {
+    om_ns_free(fs->ns);
+    fs->ns = NULL;
     om_writers_free(fs->writers);
     fs->writers = NULL;
     om_readers_free(fs->readers);

@@ -61,6 +61,22 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
                        time_t mtime, const char *etag)
 {
     struct dentry *old = mi_listing_find(l, name);
+    if (old && old->gone && (old->is_dir == is_dir)) {
+        /* the name comes back */
+        old->gone = false;
+        old->size = size;
+        old->mtime = mtime;
+        if (old->etag && etag && strlen(etag) <= strlen(old->etag))
+            strcpy(old->etag, etag);
+        else if (old->etag)
+            old->etag[0] = '\0';
+        return 0;
+    }
+    if (old && old->gone) {
+        /* it comes back with the other type: retire the old entry */
+        om_htable_remove(&l->index, &old->node);
+        old = NULL;
+    }
     if (old) {
         if (is_dir && !old->is_dir) {
             om_info("'%s' is both an object and a directory: the directory hides the object",
@@ -78,6 +94,7 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         return -ENOMEM;
     memcpy(d->name, name, nlen + 1);
     d->is_dir = is_dir;
+    d->gone = false;
     d->size = size;
     d->mtime = mtime;
     d->etag = elen ? d->name + nlen + 1 : NULL;
@@ -96,6 +113,13 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
     l->v[l->n++] = d;
     om_htable_insert(&l->index, &d->node, mi_name_hash(name));
     return 0;
+}
+
+void mi_listing_remove(struct listing *l, const char *name)
+{
+    struct dentry *d = mi_listing_find(l, name);
+    if (d)
+        d->gone = true;
 }
 
 bool mi_listing_fresh(const struct listing *l)
@@ -352,6 +376,10 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
         bool full = false;
         for (; k < l->n && !full; k++) {
             struct dentry *e = l->v[k];
+            if (e->gone) {
+                off = (off_t)(k + 3);
+                continue;
+            }
             if (plus) {
                 struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);
                 if (!c) {
@@ -374,6 +402,7 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 }
             } else {
                 memset(&a, 0, sizeof(a));
+                a.ino = 0xffffffff; /* FUSE_UNKNOWN_INO: readdirplus gives real ones */
                 a.mode = e->is_dir ? S_IFDIR : S_IFREG;
                 full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
             }

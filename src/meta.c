@@ -74,6 +74,7 @@ void mi_inode_free(struct om_meta *m, struct inode *i)
     om_htable_destroy(&i->children);
     free(i->name);
     free(i->key);
+    free(i->link_target);
     free(i);
 }
 
@@ -135,6 +136,8 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
 {
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
+    om_strlcpy(i->content_type, o->content_type, sizeof(i->content_type));
+    i->has_mtime = o->has_mtime;
     i->has_mode = o->has_mode;
     i->has_uid = o->has_uid;
     i->has_gid = o->has_gid;
@@ -149,14 +152,16 @@ void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr
 {
     memset(a, 0, sizeof(*a));
     a->ino = i->ino;
+    bool meta_mode = i->has_mode && !m->cfg.force_mode;
     if (i->is_dir) {
-        a->mode = S_IFDIR | m->cfg.dir_mode;
-        a->mtime = m->mount_time;
+        a->mode = S_IFDIR | (meta_mode ? i->meta_mode & 07777 : m->cfg.dir_mode);
+        a->mtime = i->has_mtime ? i->mtime : m->mount_time;
+    } else if (i->has_mode && S_ISLNK(i->meta_mode)) {
+        a->mode = S_IFLNK | 0777;
+        a->size = i->size;
+        a->mtime = i->mtime;
     } else {
-        mode_t perm = m->cfg.file_mode;
-        if (i->has_mode && !m->cfg.force_mode)
-            perm = i->meta_mode & 07777;
-        a->mode = S_IFREG | perm;
+        a->mode = S_IFREG | (meta_mode ? i->meta_mode & 07777 : m->cfg.file_mode);
         a->size = i->size;
         a->mtime = i->mtime;
         om_strlcpy(a->etag, i->etag, sizeof(a->etag));
@@ -237,6 +242,7 @@ void om_meta_free(struct om_meta *m)
             om_htable_destroy(&i->children);
             free(i->name);
             free(i->key);
+            free(i->link_target);
             free(i);
             n = next;
         }
@@ -274,7 +280,7 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
     }
     if (!c && mi_listing_fresh(dir->listing)) {
         struct dentry *d = mi_listing_find(dir->listing, name);
-        if (!d) {
+        if (!d || d->gone) {
             m->st.lookups_negative++;
             *rc = -ENOENT;
             return 1;
@@ -399,7 +405,7 @@ void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n)
  * which is dropped and retaken around the request; i stays referenced. */
 static int refresh(struct om_meta *m, struct inode *i, bool force)
 {
-    if (i->is_dir || i->pending || (!force && om_now_ms() < i->attr_expire_ms))
+    if (i->pending || i == m->root || (!force && om_now_ms() < i->attr_expire_ms))
         return 0;
     char *key = strdup(i->key);
     if (!key)
@@ -408,15 +414,31 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     pthread_mutex_unlock(&m->lock);
     struct om_s3_object o;
     struct om_s3_error err;
+    /* a directory's metadata lives on its "dir/" marker, when it has one */
     int rc = om_s3_head(m->s3, key, &o, &err);
     if (rc && rc != -ENOENT)
         om_warn("stat %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
     free(key);
     pthread_mutex_lock(&m->lock);
-    if (rc == 0)
+    if (i->is_dir) {
+        if (rc == 0) {
+            i->has_mode = o.has_mode;
+            i->meta_mode = o.mode;
+            i->has_uid = o.has_uid;
+            i->meta_uid = o.uid;
+            i->has_gid = o.has_gid;
+            i->meta_gid = o.gid;
+            i->has_mtime = o.has_mtime;
+            if (o.has_mtime)
+                i->mtime = o.meta_mtime;
+        }
+        i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
+        rc = 0; /* no marker, or a failed HEAD: the directory is still there */
+    } else if (rc == 0) {
         mi_set_object_attrs(m, i, &o);
-    else if (rc == -ENOENT)
+    } else if (rc == -ENOENT) {
         mi_unlink_child(i);
+    }
     i->refs--;
     return rc;
 }

@@ -82,6 +82,9 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
         obj->mode = i->meta_mode;
         obj->uid = i->meta_uid;
         obj->gid = i->meta_gid;
+        obj->has_mtime = i->has_mtime;
+        obj->meta_mtime = i->mtime;
+        om_strlcpy(obj->content_type, i->content_type, sizeof(obj->content_type));
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -133,3 +136,191 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
     pthread_mutex_unlock(&m->lock);
 }
 
+
+int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
+                    char **key)
+{
+    int rc = om_meta_lookup(m, parent, name, out);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, out->ino);
+    *key = i ? strdup(i->key) : NULL;
+    pthread_mutex_unlock(&m->lock);
+    om_meta_forget(m, out->ino, 1); /* not the kernel's lookup */
+    return *key ? 0 : -ENOMEM;
+}
+
+int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    int rc = i ? 0 : -ESTALE;
+    if (!rc && !(*key = strdup(i->key)))
+        rc = -ENOMEM;
+    if (!rc && out)
+        mi_fill_attr(m, i, out);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+static void apply_meta(struct inode *i, const struct om_s3_object *obj)
+{
+    i->has_mode = obj->has_mode;
+    i->meta_mode = obj->mode;
+    i->has_uid = obj->has_uid;
+    i->meta_uid = obj->uid;
+    i->has_gid = obj->has_gid;
+    i->meta_gid = obj->gid;
+    if (obj->has_mtime) {
+        i->has_mtime = true;
+        i->mtime = obj->meta_mtime;
+    }
+}
+
+int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_dir,
+                 const struct om_s3_object *obj, struct om_attr *out)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *dir = mi_inode_get(m, parent);
+    struct inode *c = dir && dir->is_dir ? mi_child_for(m, dir, name, is_dir) : NULL;
+    int rc = c ? 0 : dir ? -ENOMEM : -ESTALE;
+    if (!rc) {
+        apply_meta(c, obj);
+        c->size = obj->size;
+        om_strlcpy(c->etag, obj->etag, sizeof(c->etag));
+        c->attr_expire_ms = om_now_ms() + OM_MAX(m->cfg.attr_ttl_ms, m->cfg.entry_ttl_ms);
+        c->nlookup++;
+        mi_fill_attr(m, c, out);
+        if (mi_listing_fresh(dir->listing))
+            mi_listing_add(dir->listing, name, is_dir, obj->size, obj->meta_mtime.tv_sec,
+                           obj->etag);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    if (i && i->is_dir) {
+        apply_meta(i, obj);
+        i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+char *om_meta_link_target(struct om_meta *m, uint64_t ino)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    char *t = i && i->link_target ? strdup(i->link_target) : NULL;
+    pthread_mutex_unlock(&m->lock);
+    return t;
+}
+
+void om_meta_set_link_target(struct om_meta *m, uint64_t ino, const char *target)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    if (i) {
+        free(i->link_target);
+        i->link_target = strdup(target);
+        i->size = strlen(target);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *dir = mi_inode_get(m, parent);
+    if (dir && dir->is_dir) {
+        struct inode *c = mi_child_get(dir, name);
+        if (c) {
+            mi_unlink_child(c);
+            c->pending = false;
+        }
+        if (dir->listing)
+            mi_listing_remove(dir->listing, name);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* New keys for i and everything below it. */
+static void rekey(struct inode *i)
+{
+    char *key = NULL;
+    if (asprintf(&key, "%s%s%s", i->parent->key, i->name, i->is_dir ? "/" : "") < 0)
+        return; /* keeps the old key: requests fail visibly, nothing is corrupted */
+    free(i->key);
+    i->key = key;
+    if (!i->is_dir || !i->children.buckets)
+        return;
+    for (size_t b = 0; b < i->children.nbuckets; b++) {
+        for (struct om_hnode *n = i->children.buckets[b]; n; n = n->next)
+            rekey(om_container_of(n, struct inode, by_name));
+    }
+}
+
+void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint64_t newparent,
+                     const char *newname)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *from = mi_inode_get(m, parent), *to = mi_inode_get(m, newparent);
+    if (!from || !to || !from->is_dir || !to->is_dir) {
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
+    struct inode *c = mi_child_get(from, name);
+    struct inode *old = mi_child_get(to, newname);
+    if (old && old != c)
+        mi_unlink_child(old); /* replaced */
+    struct dentry *d = from->listing ? mi_listing_find(from->listing, name) : NULL;
+    bool is_dir = c ? c->is_dir : d && d->is_dir;
+    if (mi_listing_fresh(to->listing)) {
+        if (mi_listing_find(to->listing, newname))
+            mi_listing_remove(to->listing, newname);
+        mi_listing_add(to->listing, newname, is_dir, c ? c->size : d ? d->size : 0,
+                       c ? c->mtime.tv_sec : d ? d->mtime : 0, c ? c->etag : d ? d->etag : "");
+    } else if (to->listing) {
+        to->listing->expire_ms = 0; /* stale: fetch again */
+    }
+    if (from->listing)
+        mi_listing_remove(from->listing, name);
+    if (c) {
+        char *nn = strdup(newname);
+        if (nn) {
+            mi_unlink_child(c);
+            free(c->name);
+            c->name = nn;
+            if (to != from) {
+                to->refs++;
+                c->parent = to;
+                mi_inode_unref(m, from); /* the reference c held */
+            }
+            om_htable_insert(&to->children, &c->by_name, mi_name_hash(nn));
+            c->linked = true;
+            rekey(c);
+        } else {
+            mi_unlink_child(c); /* forgotten: a later lookup finds it again */
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+bool om_meta_has_pending(struct om_meta *m, uint64_t ino)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    bool pending = false;
+    if (i && i->is_dir && i->children.buckets) {
+        for (size_t b = 0; b < i->children.nbuckets && !pending; b++) {
+            for (struct om_hnode *n = i->children.buckets[b]; n && !pending; n = n->next)
+                pending = om_container_of(n, struct inode, by_name)->pending;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return pending;
+}

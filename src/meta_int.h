@@ -37,6 +37,9 @@ struct inode {
     uint32_t meta_mode, meta_uid, meta_gid;
     uint64_t attr_expire_ms;
     bool pending; /* created through the mount, not stored yet */
+    bool has_mtime; /* mtime comes from x-amz-meta-mtime */
+    char *link_target;        /* symlinks, once read */
+    char content_type[128];   /* when a HEAD told it */
     char cached_etag[OM_ETAG_MAX]; /* what the kernel page cache holds */
     /* directories */
     struct om_htable children;
@@ -49,6 +52,7 @@ struct inode {
 struct dentry {
     struct om_hnode node;
     bool is_dir;
+    bool gone; /* removed through the mount; readdir skips it */
     uint64_t size;
     time_t mtime;
     char *etag; /* NULL for directories */
@@ -98,6 +102,9 @@ struct dentry *mi_listing_find(const struct listing *l, const char *name);
 int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
                    const char *etag);
 bool mi_listing_fresh(const struct listing *l);
+/* The name was removed: lookups miss it and readdir skips it (offsets of
+ * open directory handles stay valid). */
+void mi_listing_remove(struct listing *l, const char *name);
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
 /* List dir whole in the background (a lookup waits for its first page). */
 void mi_start_slurp(struct om_meta *m, struct inode *dir);

@@ -783,6 +783,19 @@ int om_s3_delete(struct om_s3 *s3, const char *key, struct om_s3_error *err)
     return rc;
 }
 
+/* "/bucket/key", encoded, as x-amz-copy-source wants it. */
+static int copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
+{
+    int rc = om_buf_puts(src, "/");
+    if (!rc)
+        rc = om_uri_encode(src, s3->bucket, strlen(s3->bucket), false);
+    if (!rc)
+        rc = om_buf_puts(src, "/");
+    if (!rc)
+        rc = om_uri_encode(src, key, strlen(key), true);
+    return rc;
+}
+
 int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const char *if_match,
                const struct om_s3_put_opts *opts, char *etag, struct om_s3_error *err)
 {
@@ -790,13 +803,7 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
     struct om_buf src = {0};
     int rc = call_init(&c, s3, "PUT", "CopyObject", dst_key, NULL);
     if (!rc)
-        rc = om_buf_puts(&src, "/");
-    if (!rc)
-        rc = om_uri_encode(&src, s3->bucket, strlen(s3->bucket), false);
-    if (!rc)
-        rc = om_buf_puts(&src, "/");
-    if (!rc)
-        rc = om_uri_encode(&src, src_key, strlen(src_key), true);
+        rc = copy_source(s3, src_key, &src);
     if (!rc)
         rc = om_headers_add(&c.req.headers, "x-amz-copy-source", src.data);
     if (!rc)
@@ -1047,6 +1054,45 @@ int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
     if (rc)
         return rc;
     rc = call_perform(&c, err);
+    call_cleanup(&c);
+    return rc;
+}
+
+int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
+                    const char *src_key, uint64_t first, uint64_t last, const char *if_match,
+                    char *etag, struct om_s3_error *err)
+{
+    struct om_buf q = {0}, src = {0};
+    struct om_s3_call c;
+    int rc = om_buf_printf(&q, "partNumber=%d&uploadId=", number);
+    if (!rc)
+        rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
+    if (!rc)
+        rc = call_init(&c, s3, "PUT", "UploadPartCopy", key, q.data);
+    om_buf_free(&q);
+    if (rc)
+        return rc;
+    rc = copy_source(s3, src_key, &src);
+    if (!rc)
+        rc = om_headers_add(&c.req.headers, "x-amz-copy-source", src.data);
+    if (!rc)
+        rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-range",
+                             "bytes=%" PRIu64 "-%" PRIu64, first, last);
+    if (!rc && if_match && *if_match)
+        rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-if-match", "\"%s\"", if_match);
+    c.req.body = (struct om_http_body){.kind = OM_BODY_MEM, .mem = "", .len = 0};
+    if (!rc)
+        rc = call_perform(&c, err);
+    if (!rc)
+        rc = body_error(&c, err);
+    if (!rc) {
+        char *t = om_xml_find_text(c.req.resp_body.data, c.req.resp_body.len, "ETag");
+        copy_etag(t, etag);
+        free(t);
+        if (!etag || !etag[0])
+            rc = -EBADMSG;
+    }
+    om_buf_free(&src);
     call_cleanup(&c);
     return rc;
 }

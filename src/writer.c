@@ -83,6 +83,7 @@ struct om_writer {
     struct om_commit_result last;
     char *recovery; /* recovery entry of the last failed commit */
     bool pushing;   /* uploading a recovery file: it stays where it is on failure */
+    bool discarded; /* unlinked while open: nothing more to upload */
     char last_error[256];
 };
 
@@ -1344,7 +1345,7 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     pthread_mutex_lock(&w->lock);
     while (w->committing)
         pthread_cond_wait(&w->cond, &w->lock);
-    if (!w->dirty) {
+    if (!w->dirty || w->discarded) {
         if (res)
             *res = w->last;
         pthread_mutex_unlock(&w->lock);
@@ -1509,6 +1510,55 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
     obj->has_mtime = m->has_mtime;
     obj->meta_mtime = m->mtime;
     return 0;
+}
+
+void om_writer_discard(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    w->discarded = true;
+    w->dirty = false;
+    pthread_mutex_unlock(&w->lock);
+    abort_upload(w);
+}
+
+int om_writer_rekey(struct om_writer *w, const char *newkey)
+{
+    char *k = strdup(newkey);
+    if (!k)
+        return -ENOMEM;
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    abort_upload(w); /* parts uploaded under the old key are of no use */
+    pthread_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->ws->lock); /* om_writers_busy_under reads keys */
+    free(w->key);
+    w->key = k;
+    pthread_mutex_unlock(&w->ws->lock);
+    if (w->sidecar)
+        write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+bool om_writers_busy_under(struct om_writers *ws, const char *prefix)
+{
+    if (!ws)
+        return false;
+    size_t n = strlen(prefix);
+    bool busy = false;
+    pthread_mutex_lock(&ws->lock);
+    for (size_t b = 0; b < ws->table.nbuckets && !busy; b++) {
+        for (struct om_hnode *x = ws->table.buckets[b]; x && !busy; x = x->next) {
+            struct om_writer *w = om_container_of(x, struct om_writer, node);
+            busy = strncmp(w->key, prefix, n) == 0;
+        }
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return busy;
 }
 
 void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out)

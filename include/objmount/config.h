@@ -82,6 +82,7 @@ struct om_config {
     char *verify; /* "etag" or "read" */
     bool no_overwrite;
     uint64_t parts_in_flight;
+    uint64_t max_rename_keys;
 
     uint64_t set_mask; /* bit i: option i of the table was given */
     bool finalized;

@@ -9,6 +9,7 @@
 #include "objmount/client.h"
 #include "objmount/config.h"
 #include "objmount/meta.h"
+#include "objmount/ns.h"
 #include "objmount/reader.h"
 #include "objmount/writer.h"
 
@@ -18,6 +19,7 @@ struct om_fs {
     struct om_meta *meta;
     struct om_readers *readers;
     struct om_writers *writers;
+    struct om_ns *ns;
     double attr_timeout; /* seconds, for the kernel */
     double entry_timeout;
     double negative_timeout;

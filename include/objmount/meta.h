@@ -89,13 +89,46 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
                    gid_t gid, struct om_attr *out, char **key);
 
 /* The object of ino as the mount knows it: whether it exists, its size,
- * ETag and s3fs metadata; key receives its key (caller frees). */
+ * ETag, content type and s3fs metadata; key receives its key (caller
+ * frees). -EISDIR for directories. */
 int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
                    struct om_s3_object *obj);
 
 /* A commit stored size/etag/mtime (and the metadata fields set in obj) for
  * ino. The kernel page cache now holds these bytes. */
 void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj);
+
+/* Resolve name in parent as a lookup does, without counting a kernel
+ * lookup. *key receives the object key (caller frees; directories end with
+ * '/'). */
+int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
+                    char **key);
+
+/* Key (caller frees) and attributes of ino. */
+int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out);
+
+/* A directory or symlink made through the mount; counts one kernel lookup.
+ * obj carries mode, owner, mtime and (symlinks) size. */
+int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_dir,
+                 const struct om_s3_object *obj, struct om_attr *out);
+
+/* Metadata stored on an existing directory (its marker object). */
+void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj);
+
+/* The target of symlink ino when known (caller frees), else NULL. */
+char *om_meta_link_target(struct om_meta *m, uint64_t ino);
+void om_meta_set_link_target(struct om_meta *m, uint64_t ino, const char *target);
+
+/* name no longer exists in parent. */
+void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name);
+
+/* parent/name now is newparent/newname (a directory moves with its subtree;
+ * whatever was at the destination is gone). */
+void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint64_t newparent,
+                     const char *newname);
+
+/* Does directory ino hold names created here and not stored yet? */
+bool om_meta_has_pending(struct om_meta *m, uint64_t ino);
 
 /* ---- directories ---- */
 

@@ -190,6 +190,12 @@ int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
                        struct om_s3_error *err);
 int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
                     struct om_s3_error *err);
+/* UploadPartCopy: part `number` of upload_id is bytes [first, last] of
+ * src_key (guarded by if_match). -ENOSYS when the server does not
+ * implement it (AIStore answers 501). */
+int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
+                    const char *src_key, uint64_t first, uint64_t last, const char *if_match,
+                    char *etag, struct om_s3_error *err);
 /* Every in-progress upload under prefix (all pages). */
 int om_s3_mpu_list(struct om_s3 *s3, const char *prefix, om_upload_cb cb, void *ud,
                    struct om_s3_error *err);

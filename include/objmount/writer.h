@@ -122,6 +122,15 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
                          const struct om_file_meta *m, struct om_s3_object *obj);
 
+/* The file was unlinked while open: nothing more is uploaded (waits for a
+ * commit under way). */
+void om_writer_discard(struct om_writer *w);
+/* The file was renamed (after a commit and a server-side copy): later
+ * commits go to newkey. */
+int om_writer_rekey(struct om_writer *w, const char *newkey);
+/* Is any file under the key prefix open for writing? */
+bool om_writers_busy_under(struct om_writers *ws, const char *prefix);
+
 /* Current size and mtime of an open writer. */
 void om_writer_attr(struct om_writer *w, uint64_t *size, struct timespec *mtime);
 

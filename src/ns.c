@@ -1,0 +1,589 @@
+/* Namespace changes: unlink, mkdir, rmdir, rename, symlinks, extended
+ * attributes. S3 requests first, then meta is told what changed. */
+#include "objmount/ns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "objmount/log.h"
+#include "objmount/util.h"
+
+#define COPY_LIMIT (5ULL << 30) /* largest single CopyObject */
+#define DIR_CONTENT_TYPE "application/x-directory"
+
+struct om_ns {
+    struct om_s3 *s3;
+    struct om_meta *meta;
+    struct om_writers *writers;
+    struct om_ns_config cfg;
+    char *cache_dir;
+};
+
+struct om_ns *om_ns_new(struct om_s3 *s3, struct om_meta *meta, struct om_writers *writers,
+                        const struct om_ns_config *cfg)
+{
+    struct om_ns *ns = calloc(1, sizeof(*ns));
+    if (!ns)
+        return NULL;
+    ns->s3 = s3;
+    ns->meta = meta;
+    ns->writers = writers;
+    ns->cfg = *cfg;
+    ns->cache_dir = strdup(cfg->cache_dir ? cfg->cache_dir : "/tmp");
+    if (!ns->cache_dir) {
+        free(ns);
+        return NULL;
+    }
+    return ns;
+}
+
+void om_ns_free(struct om_ns *ns)
+{
+    if (!ns)
+        return;
+    free(ns->cache_dir);
+    free(ns);
+}
+
+static void meta_headers(const struct om_file_meta *m, struct om_header_list *h)
+{
+    if (m->has_mode)
+        om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
+    if (m->has_uid)
+        om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
+    if (m->has_gid)
+        om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
+    if (m->has_mtime)
+        om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
+}
+
+/* Key of name in directory parent (with a '/' for directories). */
+static char *child_key(struct om_ns *ns, uint64_t parent, const char *name, bool dir)
+{
+    char *pkey = NULL, *key = NULL;
+    if (om_meta_key(ns->meta, parent, &pkey, NULL))
+        return NULL;
+    if (asprintf(&key, "%s%s%s", pkey, name, dir ? "/" : "") < 0)
+        key = NULL;
+    free(pkey);
+    return key;
+}
+
+/* PUT a small in-memory object with metadata; obj describes what is stored. */
+static int put_small(struct om_ns *ns, const char *key, const char *body, size_t len,
+                     const char *content_type, const struct om_file_meta *m,
+                     struct om_s3_object *obj)
+{
+    unsigned char md5[OM_MD5_LEN];
+    int rc = om_md5(body, len, md5);
+    if (rc)
+        return rc;
+    struct om_header_list h = {0};
+    meta_headers(m, &h);
+    struct om_s3_put_opts opts = {.content_type = content_type, .meta = &h};
+    struct om_http_body b = {.kind = OM_BODY_MEM, .mem = body, .len = len};
+    struct om_s3_error err;
+    memset(obj, 0, sizeof(*obj));
+    rc = om_s3_put(ns->s3, key, &b, md5, &opts, obj->etag, &err);
+    om_headers_free(&h);
+    if (rc) {
+        om_warn("PUT %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
+        return rc;
+    }
+    obj->size = len;
+    obj->mtime = time(NULL);
+    obj->has_mode = m->has_mode;
+    obj->mode = (uint32_t)m->mode;
+    obj->has_uid = m->has_uid;
+    obj->uid = m->uid;
+    obj->has_gid = m->has_gid;
+    obj->gid = m->gid;
+    obj->has_mtime = m->has_mtime;
+    obj->meta_mtime = m->mtime;
+    return 0;
+}
+
+static struct om_file_meta new_meta(mode_t mode, uid_t uid, gid_t gid)
+{
+    struct om_file_meta m = {.has_mode = true, .mode = mode, .has_uid = true, .uid = uid,
+                             .has_gid = true, .gid = gid, .has_mtime = true};
+    clock_gettime(CLOCK_REALTIME, &m.mtime);
+    return m;
+}
+
+/* ---- unlink, mkdir, rmdir, symlinks ---- */
+
+int om_ns_unlink(struct om_ns *ns, uint64_t parent, const char *name)
+{
+    struct om_attr a;
+    char *key = NULL;
+    int rc = om_meta_resolve(ns->meta, parent, name, &a, &key);
+    if (rc)
+        return rc;
+    if (S_ISDIR(a.mode)) {
+        free(key);
+        return -EISDIR;
+    }
+    struct om_writer *w = om_writer_find(ns->writers, a.ino);
+    if (w) {
+        /* open for writing: the data goes with the name */
+        om_writer_discard(w);
+        om_writer_release(w);
+    }
+    struct om_s3_error err;
+    rc = om_s3_delete(ns->s3, key, &err);
+    if (rc == -ENOENT)
+        rc = 0;
+    if (rc)
+        om_warn("DELETE %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
+    else
+        om_meta_removed(ns->meta, parent, name);
+    free(key);
+    return rc;
+}
+
+int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode, uid_t uid,
+                gid_t gid, struct om_attr *out)
+{
+    char *key = child_key(ns, parent, name, true);
+    if (!key)
+        return -ENOMEM;
+    struct om_file_meta m = new_meta(S_IFDIR | (mode & 07777), uid, gid);
+    struct om_s3_object obj;
+    int rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &m, &obj);
+    free(key);
+    return rc ? rc : om_meta_made(ns->meta, parent, name, true, &obj, out);
+}
+
+struct emptiness {
+    const char *self; /* the directory's own marker */
+    bool empty;
+};
+
+static int any_other(void *ud, const struct om_list_entry *e)
+{
+    struct emptiness *x = ud;
+    if (strcmp(e->key, x->self) == 0)
+        return 0;
+    x->empty = false;
+    return OM_LIST_STOP;
+}
+
+int om_ns_rmdir(struct om_ns *ns, uint64_t parent, const char *name)
+{
+    struct om_attr a;
+    char *key = NULL;
+    int rc = om_meta_resolve(ns->meta, parent, name, &a, &key);
+    if (rc)
+        return rc;
+    if (!S_ISDIR(a.mode)) {
+        free(key);
+        return -ENOTDIR;
+    }
+    if (om_meta_has_pending(ns->meta, a.ino)) {
+        free(key);
+        return -ENOTEMPTY;
+    }
+    struct emptiness x = {.self = key, .empty = true};
+    struct om_s3_list_params p = {.prefix = key, .max_keys = 2};
+    struct om_s3_error err;
+    rc = om_s3_list_page(ns->s3, &p, any_other, &x, NULL, &err);
+    if (!rc && !x.empty)
+        rc = -ENOTEMPTY;
+    if (!rc) {
+        rc = om_s3_delete(ns->s3, key, &err);
+        if (rc == -ENOENT)
+            rc = 0; /* a directory without a marker */
+    }
+    if (!rc)
+        om_meta_removed(ns->meta, parent, name);
+    free(key);
+    return rc;
+}
+
+int om_ns_symlink(struct om_ns *ns, uint64_t parent, const char *name, const char *target,
+                  uid_t uid, gid_t gid, struct om_attr *out)
+{
+    size_t len = strlen(target);
+    if (len == 0 || len >= 4096)
+        return -ENAMETOOLONG;
+    char *key = child_key(ns, parent, name, false);
+    if (!key)
+        return -ENOMEM;
+    struct om_file_meta m = new_meta(S_IFLNK | 0777, uid, gid);
+    struct om_s3_object obj;
+    int rc = put_small(ns, key, target, len, NULL, &m, &obj);
+    free(key);
+    if (!rc)
+        rc = om_meta_made(ns->meta, parent, name, false, &obj, out);
+    if (!rc)
+        om_meta_set_link_target(ns->meta, out->ino, target);
+    return rc;
+}
+
+int om_ns_readlink(struct om_ns *ns, uint64_t ino, char **target)
+{
+    *target = om_meta_link_target(ns->meta, ino);
+    if (*target)
+        return 0;
+    char *key = NULL;
+    struct om_attr a;
+    int rc = om_meta_key(ns->meta, ino, &key, &a);
+    if (rc)
+        return rc;
+    if (!S_ISLNK(a.mode)) {
+        free(key);
+        return -EINVAL;
+    }
+    if (a.size == 0 || a.size >= 4096) {
+        free(key);
+        return -EIO;
+    }
+    char *buf = calloc(1, a.size + 1);
+    struct om_s3_error err;
+    ssize_t n = buf ? om_s3_get_range(ns->s3, key, 0, a.size, NULL, buf, NULL, &err) : -ENOMEM;
+    free(key);
+    if (n != (ssize_t)a.size) {
+        free(buf);
+        return n < 0 ? (int)n : -EIO;
+    }
+    om_meta_set_link_target(ns->meta, ino, buf);
+    *target = buf;
+    return 0;
+}
+
+int om_ns_dir_setattr(struct om_ns *ns, uint64_t ino, const struct om_file_meta *m)
+{
+    char *key = NULL;
+    struct om_attr a;
+    int rc = om_meta_key(ns->meta, ino, &key, &a);
+    if (rc)
+        return rc;
+    struct om_file_meta mm = *m;
+    mm.mode = S_IFDIR | (m->mode & 07777);
+    struct om_s3_object obj;
+    if (key[0] == '\0')
+        rc = -EPERM; /* the bucket root has no marker to carry metadata */
+    else
+        rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &mm, &obj);
+    if (!rc)
+        om_meta_dir_meta(ns->meta, ino, &obj);
+    free(key);
+    return rc;
+}
+
+/* ---- copies ---- */
+
+/* UploadPartCopy in parts of at least 512 MiB (and at most 10,000 parts). */
+static int copy_multipart(struct om_ns *ns, const char *src, const char *dst,
+                          const struct om_s3_object *o)
+{
+    uint64_t part = OM_MAX(512ULL << 20, (o->size + OM_S3_MAX_PARTS - 1) / OM_S3_MAX_PARTS);
+    int n = (int)((o->size + part - 1) / part);
+    struct om_file_meta m = {.has_mode = o->has_mode, .mode = o->mode, .has_uid = o->has_uid,
+                             .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
+                             .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
+    struct om_header_list h = {0};
+    meta_headers(&m, &h);
+    struct om_s3_put_opts opts = {.meta = &h, .content_type = o->content_type[0] ? o->content_type : NULL};
+    char *id = NULL;
+    struct om_s3_error err;
+    int rc = om_s3_mpu_create(ns->s3, dst, &opts, &id, &err);
+    om_headers_free(&h);
+    if (rc)
+        return rc;
+    struct om_s3_part *parts = calloc((size_t)n, sizeof(*parts));
+    if (!parts)
+        rc = -ENOMEM;
+    for (int i = 0; i < n && !rc; i++) {
+        uint64_t first = (uint64_t)i * part, last = OM_MIN(first + part, o->size) - 1;
+        parts[i].number = i + 1;
+        rc = om_s3_part_copy(ns->s3, dst, id, i + 1, src, first, last, o->etag, parts[i].etag,
+                             &err);
+    }
+    if (!rc)
+        rc = om_s3_mpu_complete(ns->s3, dst, id, parts, n, NULL, &err);
+    if (rc)
+        om_s3_mpu_abort(ns->s3, dst, id, NULL);
+    free(parts);
+    free(id);
+    return rc;
+}
+
+/* The server does not copy: download to a temporary file, upload it with
+ * the commit's verification. */
+static int copy_through(struct om_ns *ns, const char *src, const char *dst,
+                        const struct om_s3_object *o)
+{
+    if (!ns->writers)
+        return -EROFS;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/staging/copy-XXXXXX", ns->cache_dir);
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    enum { CHUNK = 8 << 20 };
+    char *buf = o->size ? malloc(CHUNK) : NULL;
+    int rc = o->size && !buf ? -ENOMEM : 0;
+    for (uint64_t off = 0; off < o->size && !rc;) {
+        uint64_t want = OM_MIN((uint64_t)CHUNK, o->size - off);
+        struct om_s3_error err;
+        ssize_t got = om_s3_get_range(ns->s3, src, off, want, o->etag, buf, NULL, &err);
+        if (got != (ssize_t)want)
+            rc = got < 0 ? (int)got : -EIO;
+        else if (pwrite(fd, buf, (size_t)want, (off_t)off) != (ssize_t)want)
+            rc = -EIO;
+        off += want;
+    }
+    free(buf);
+    close(fd);
+    if (!rc) {
+        struct om_file_meta m = {.has_mode = o->has_mode, .mode = o->mode, .has_uid = o->has_uid,
+                                 .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
+                                 .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
+        char err[256];
+        rc = om_writer_push_file(ns->writers, path, dst, &m, err, sizeof(err));
+        if (rc)
+            om_warn("copying %s to %s: %s", src, dst, err);
+    }
+    unlink(path);
+    return rc;
+}
+
+/* Copy src to dst, keeping its metadata, and check the size of the copy. */
+static int copy_object(struct om_ns *ns, const char *src, const char *dst)
+{
+    struct om_s3_object o, c;
+    struct om_s3_error err;
+    int rc = om_s3_head(ns->s3, src, &o, &err);
+    if (rc)
+        return rc;
+    if (o.size <= COPY_LIMIT)
+        rc = om_s3_copy(ns->s3, src, dst, o.etag, NULL, NULL, &err);
+    else
+        rc = copy_multipart(ns, src, dst, &o);
+    if (rc == -ENOSYS || rc == -ENOTSUP) {
+        om_info("%s does not copy on the server side (%s): copying %s through this host",
+                "the endpoint", err.code[0] ? err.code : "not implemented", src);
+        rc = copy_through(ns, src, dst, &o);
+    }
+    if (rc)
+        return rc;
+    rc = om_s3_head(ns->s3, dst, &c, &err);
+    if (!rc && c.size != o.size) {
+        om_error("copy of %s to %s has %" PRIu64 " bytes instead of %" PRIu64, src, dst, c.size,
+                 o.size);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+/* ---- rename ---- */
+
+static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const char *dst)
+{
+    struct om_writer *w = om_writer_find(ns->writers, ino);
+    int rc = 0;
+    if (w) {
+        /* store what was written under the old name first */
+        struct om_commit_result res;
+        rc = om_writer_commit(w, &res);
+    }
+    if (!rc)
+        rc = copy_object(ns, src, dst);
+    struct om_s3_error err;
+    if (!rc) {
+        rc = om_s3_delete(ns->s3, src, &err);
+        if (rc == -ENOENT)
+            rc = 0;
+    }
+    if (!rc && w)
+        rc = om_writer_rekey(w, dst);
+    if (w)
+        om_writer_release(w);
+    return rc;
+}
+
+struct key_list {
+    char **v;
+    size_t n, cap;
+    uint64_t limit;
+    int error;
+};
+
+static int collect_key(void *ud, const struct om_list_entry *e)
+{
+    struct key_list *k = ud;
+    if (k->n >= k->limit)
+        return -EXDEV;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 64;
+        char **v = realloc(k->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        k->v = v;
+        k->cap = cap;
+    }
+    if (!(k->v[k->n] = strdup(e->key)))
+        return -ENOMEM;
+    k->n++;
+    return 0;
+}
+
+static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
+{
+    if (om_writers_busy_under(ns->writers, src))
+        return -EBUSY;
+    struct key_list keys = {.limit = ns->cfg.max_rename_keys};
+    struct om_s3_error err;
+    int rc = om_s3_list_all(ns->s3, src, NULL, collect_key, &keys, &err);
+    if (rc == -EXDEV)
+        om_info("renaming %s: more than %" PRIu64 " keys (max_rename_keys); mv copies it instead",
+                src, ns->cfg.max_rename_keys);
+    size_t slen = strlen(src);
+    /* copy everything first: the old names stay until every copy exists */
+    for (size_t i = 0; i < keys.n && !rc; i++) {
+        char *to = NULL;
+        if (asprintf(&to, "%s%s", dst, keys.v[i] + slen) < 0)
+            rc = -ENOMEM;
+        else
+            rc = copy_object(ns, keys.v[i], to);
+        free(to);
+    }
+    for (size_t i = 0; i < keys.n && !rc; i++) {
+        int d = om_s3_delete(ns->s3, keys.v[i], &err);
+        if (d && d != -ENOENT)
+            rc = d;
+    }
+    if (rc && rc != -EXDEV)
+        om_error("renaming directory %s to %s failed (%s): it is renamed only in part; the old "
+                 "keys are kept until every copy exists",
+                 src, dst, strerror(-rc));
+    for (size_t i = 0; i < keys.n; i++)
+        free(keys.v[i]);
+    free(keys.v);
+    return rc;
+}
+
+int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags)
+{
+    if (flags & ~(unsigned)RENAME_NOREPLACE)
+        return -EINVAL; /* RENAME_EXCHANGE, RENAME_WHITEOUT */
+    struct om_attr a, b;
+    char *src = NULL, *dst = NULL, *old = NULL;
+    int rc = om_meta_resolve(ns->meta, parent, name, &a, &src);
+    if (rc)
+        return rc;
+    bool dir = S_ISDIR(a.mode);
+    int exists = om_meta_resolve(ns->meta, newparent, newname, &b, &old);
+    if (exists == 0) {
+        if (flags & RENAME_NOREPLACE)
+            rc = -EEXIST;
+        else if (dir && !S_ISDIR(b.mode))
+            rc = -ENOTDIR;
+        else if (!dir && S_ISDIR(b.mode))
+            rc = -EISDIR;
+        else if (b.ino == a.ino)
+            rc = 1; /* the same file: nothing to do */
+        else if (dir) {
+            /* only over an empty directory; its marker goes away */
+            rc = om_ns_rmdir(ns, newparent, newname);
+        } else {
+            struct om_writer *w = om_writer_find(ns->writers, b.ino);
+            if (w) {
+                om_writer_discard(w); /* the replaced file must not come back */
+                om_writer_release(w);
+            }
+        }
+    } else if (exists != -ENOENT) {
+        rc = exists;
+    }
+    if (!rc && !(dst = child_key(ns, newparent, newname, dir)))
+        rc = -ENOMEM;
+    if (!rc)
+        rc = dir ? rename_dir(ns, src, dst) : rename_file(ns, a.ino, src, dst);
+    if (!rc)
+        om_meta_renamed(ns->meta, parent, name, newparent, newname);
+    free(src);
+    free(dst);
+    free(old);
+    return rc == 1 ? 0 : rc;
+}
+
+/* ---- extended attributes ---- */
+
+static const char *const xattr_names[] = {"user.objmount.etag", "user.objmount.key",
+                                          "user.objmount.content_type"};
+
+ssize_t om_ns_getxattr(struct om_ns *ns, uint64_t ino, const char *name, char *buf, size_t size)
+{
+    int which = -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, xattr_names[i]) == 0)
+            which = i;
+    if (which < 0)
+        return -ENODATA;
+    char *key = NULL;
+    bool exists;
+    struct om_s3_object o;
+    int rc = om_meta_object(ns->meta, ino, &key, &exists, &o);
+    const char *value;
+    if (rc == -EISDIR) {
+        if (which != 1)
+            return -ENODATA;
+        rc = om_meta_key(ns->meta, ino, &key, NULL);
+    }
+    if (rc)
+        return rc;
+    if (which == 2 && !o.content_type[0] && exists) {
+        /* listings do not carry it: ask */
+        struct om_s3_error err;
+        if (om_s3_head(ns->s3, key, &o, &err) != 0)
+            o.content_type[0] = '\0';
+    }
+    value = which == 0 ? o.etag : which == 1 ? key : o.content_type;
+    size_t len = strlen(value);
+    ssize_t out = (ssize_t)len;
+    if (!exists && which != 1)
+        out = -ENODATA;
+    else if (len == 0)
+        out = -ENODATA;
+    else if (size && size < len)
+        out = -ERANGE;
+    else if (size)
+        memcpy(buf, value, len);
+    free(key);
+    return out;
+}
+
+ssize_t om_ns_listxattr(struct om_ns *ns, uint64_t ino, char *buf, size_t size)
+{
+    char *key = NULL;
+    struct om_attr a;
+    int rc = om_meta_key(ns->meta, ino, &key, &a);
+    if (rc)
+        return rc;
+    free(key);
+    /* directories have a key only */
+    struct om_buf names = {0};
+    for (int i = 0; i < 3 && !rc; i++) {
+        if (!S_ISDIR(a.mode) || i == 1)
+            rc = om_buf_append(&names, xattr_names[i], strlen(xattr_names[i]) + 1);
+    }
+    ssize_t out = rc ? rc : (ssize_t)names.len;
+    if (!rc && size && size < names.len)
+        out = -ERANGE;
+    else if (!rc && size)
+        memcpy(buf, names.data, names.len);
+    om_buf_free(&names);
+    return out;
+}
