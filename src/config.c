@@ -73,6 +73,18 @@ static const struct opt options[] = {
     SPECIAL("log_level", "LEVEL", "error, warn, info or debug (default warn)"),
     OPT("ro", NULL, K_FLAG, ro, 0, 0, "mount read-only: every write is refused with EROFS"),
     SPECIAL("rw", NULL, "mount read-write (the default)"),
+    SPECIAL("nosuid", NULL, "ignore set-user-ID bits (FUSE mounts always do)"),
+    SPECIAL("suid", NULL, "accepted for fstab; FUSE mounts ignore set-user-ID bits"),
+    SPECIAL("nodev", NULL, "no device files (FUSE mounts never have them)"),
+    SPECIAL("dev", NULL, "accepted for fstab; FUSE mounts have no device files"),
+    SPECIAL("noexec", NULL, "do not allow executing files from the mount"),
+    SPECIAL("exec", NULL, "allow executing files (the default)"),
+    SPECIAL("noatime", NULL, "accepted for fstab: access times are never stored"),
+    SPECIAL("atime", NULL, "accepted for fstab: access times are never stored"),
+    SPECIAL("relatime", NULL, "accepted for fstab: access times are never stored"),
+    SPECIAL("nodiratime", NULL, "accepted for fstab: access times are never stored"),
+    SPECIAL("sync", NULL, "accepted for fstab: every close already commits"),
+    SPECIAL("async", NULL, "accepted for fstab: every close already commits"),
     OPT("allow_other", NULL, K_FLAG, allow_other, 0, 0,
         "let users other than the mounting one use the mount (needs user_allow_other in "
         "/etc/fuse.conf for non-root)"),
@@ -137,7 +149,7 @@ static const struct opt options[] = {
         "the tree itself (default 10000)"),
 };
 
-_Static_assert(OM_ARRAY_LEN(options) <= 64, "set_mask has one bit per option");
+_Static_assert(OM_ARRAY_LEN(options) <= 128, "set_mask has one bit per option");
 
 const struct om_option_info *om_config_options(size_t *count)
 {
@@ -182,7 +194,7 @@ bool om_config_is_set(const struct om_config *cfg, const char *name)
 {
     for (size_t i = 0; i < OM_ARRAY_LEN(options); i++) {
         if (strcmp(options[i].info.name, name) == 0)
-            return cfg->set_mask & (1ULL << i);
+            return cfg->set_mask[i / 64] & (1ULL << (i % 64));
     }
     return false;
 }
@@ -198,6 +210,7 @@ void om_config_free(struct om_config *cfg)
     free(cfg->bucket);
     free(cfg->prefix);
     free(cfg->mountpoint);
+    free(cfg->mount_flags);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -260,6 +273,26 @@ static int set_special(struct om_config *cfg, const struct opt *o, const char *v
         cfg->ro = false;
         return 0;
     }
+    static const char *const kernel_flags[] = {"nosuid", "suid", "nodev", "dev", "noexec", "exec"};
+    for (size_t i = 0; i < OM_ARRAY_LEN(kernel_flags); i++) {
+        if (strcmp(name, kernel_flags[i]) == 0) {
+            if (value) {
+                snprintf(err, errlen, "option %s takes no value", name);
+                return -EINVAL;
+            }
+            char *joined = NULL;
+            if (asprintf(&joined, "%s%s%s", cfg->mount_flags ? cfg->mount_flags : "",
+                         cfg->mount_flags ? "," : "", name) < 0)
+                return -ENOMEM;
+            free(cfg->mount_flags);
+            cfg->mount_flags = joined;
+            return 0;
+        }
+    }
+    if (strcmp(name, "noatime") == 0 || strcmp(name, "atime") == 0 ||
+        strcmp(name, "relatime") == 0 || strcmp(name, "nodiratime") == 0 ||
+        strcmp(name, "sync") == 0 || strcmp(name, "async") == 0)
+        return 0;
     if (strcmp(name, "foreground") == 0) {
         cfg->foreground = true;
         return 0;
@@ -310,7 +343,8 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
     void *field = (char *)cfg + o->offset;
     uint64_t v = 0;
     int rc = 0;
-    cfg->set_mask |= 1ULL << (o - options);
+    size_t idx = (size_t)(o - options);
+    cfg->set_mask[idx / 64] |= 1ULL << (idx % 64);
     switch (o->kind) {
     case K_SPECIAL:
         return set_special(cfg, o, value, err, errlen);

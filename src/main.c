@@ -263,6 +263,8 @@ int main(int argc, char **argv)
         rc = add_fuse_opt(&args, "default_permissions");
     if (!rc && cfg.ro)
         rc = add_fuse_opt(&args, "ro");
+    if (!rc && cfg.mount_flags)
+        rc = add_fuse_opt(&args, cfg.mount_flags);
     if (!rc && debug)
         rc = fuse_opt_add_arg(&args, "-d") ? -ENOMEM : 0;
     if (rc) {

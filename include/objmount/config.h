@@ -56,6 +56,7 @@ struct om_config {
     bool ro;
     bool allow_other;
     bool default_permissions;
+    char *mount_flags; /* generic mount flags for the kernel: nosuid,noexec,... */
     uint64_t uid, gid;
     uint64_t umask, file_mode, dir_mode;
     char *profile; /* "default" or "training" */
@@ -84,7 +85,7 @@ struct om_config {
     uint64_t parts_in_flight;
     uint64_t max_rename_keys;
 
-    uint64_t set_mask; /* bit i: option i of the table was given */
+    uint64_t set_mask[2]; /* bit i: option i of the table was given */
     bool finalized;
 };
 
