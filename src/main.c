@@ -174,6 +174,37 @@ static int check_bucket(struct om_config *cfg)
     return rc;
 }
 
+/* The kernel caps FUSE readahead at the backing device's read_ahead_kb
+ * (128 KiB by default) whatever the filesystem asks for: raise it for this
+ * mount when we may (root). The device numbers come from mountinfo, which
+ * costs no request to ourselves. */
+static void raise_readahead(const char *mountpoint, uint64_t bytes)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return;
+    char line[8192], dev[32] = "";
+    while (fgets(line, sizeof(line), f)) {
+        char point[PATH_MAX], majmin[32];
+        if (sscanf(line, "%*s %*s %31s %*s %4095s", majmin, point) == 2 &&
+            strcmp(point, mountpoint) == 0)
+            om_strlcpy(dev, majmin, sizeof(dev)); /* the last one is ours */
+    }
+    fclose(f);
+    if (!dev[0])
+        return;
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+    f = fopen(path, "w");
+    if (!f) {
+        om_debug("cannot raise readahead (%s: %s)", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "%llu\n", (unsigned long long)(bytes / 1024));
+    if (fclose(f) != 0)
+        om_debug("cannot raise readahead (%s: %s)", path, strerror(errno));
+}
+
 /* ---- main ---- */
 
 static int add_fuse_opt(struct fuse_args *args, const char *opt)
@@ -293,6 +324,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    raise_readahead(cfg.mountpoint, cfg.max_readahead);
     struct om_client client;
     rc = om_client_open(&client, &cfg, err, sizeof(err));
     if (!rc && (rc = om_fs_init(&fs, &cfg, &client, err, sizeof(err))) != 0)
