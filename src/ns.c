@@ -53,18 +53,6 @@ void om_ns_free(struct om_ns *ns)
     free(ns);
 }
 
-static void meta_headers(const struct om_file_meta *m, struct om_header_list *h)
-{
-    if (m->has_mode)
-        om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
-    if (m->has_uid)
-        om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
-    if (m->has_gid)
-        om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
-    if (m->has_mtime)
-        om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
-}
-
 /* Key of name in directory parent (with a '/' for directories). */
 static char *child_key(struct om_ns *ns, uint64_t parent, const char *name, bool dir)
 {
@@ -87,7 +75,7 @@ static int put_small(struct om_ns *ns, const char *key, const char *body, size_t
     if (rc)
         return rc;
     struct om_header_list h = {0};
-    meta_headers(m, &h);
+    om_file_meta_headers(m, &h);
     struct om_s3_put_opts opts = {.content_type = content_type, .meta = &h};
     struct om_http_body b = {.kind = OM_BODY_MEM, .mem = body, .len = len};
     struct om_s3_error err;
@@ -292,7 +280,7 @@ static int copy_multipart(struct om_ns *ns, const char *src, const char *dst,
                              .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
                              .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
     struct om_header_list h = {0};
-    meta_headers(&m, &h);
+    om_file_meta_headers(&m, &h);
     struct om_s3_put_opts opts = {.meta = &h, .content_type = o->content_type[0] ? o->content_type : NULL};
     char *id = NULL;
     struct om_s3_error err;

@@ -483,7 +483,7 @@ static void part_done(struct om_s3_part_put *put)
     pthread_mutex_unlock(&w->lock);
 }
 
-static void meta_headers(const struct om_file_meta *m, struct om_header_list *h)
+void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h)
 {
     if (m->has_mode)
         om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
@@ -506,7 +506,7 @@ static int ensure_upload(struct om_writer *w)
     if (have)
         return 0;
     struct om_header_list h = {0};
-    meta_headers(&m, &h);
+    om_file_meta_headers(&m, &h);
     struct om_s3_put_opts opts = {.meta = &h};
     char *id = NULL;
     struct om_s3_error err;
@@ -1195,7 +1195,7 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     if (rc)
         return rc;
     struct om_header_list h = {0};
-    meta_headers(m, &h);
+    om_file_meta_headers(m, &h);
     struct om_s3_put_opts opts = {.meta = &h};
     struct om_http_body body = {.kind = OM_BODY_FD, .fd = w->fd, .off = 0, .len = size};
     struct om_s3_error err;
@@ -1486,7 +1486,7 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
     if (size > (5ULL << 30))
         return -ENOTSUP;
     struct om_header_list h = {0};
-    meta_headers(m, &h);
+    om_file_meta_headers(m, &h);
     struct om_s3_put_opts opts = {.meta = &h};
     char newetag[OM_ETAG_MAX];
     struct om_s3_error err;

@@ -64,6 +64,10 @@ struct om_file_meta {
     struct timespec mtime;
 };
 
+/* Append the x-amz-meta-* headers of m (s3fs-fuse names and formats: mode
+ * as a decimal st_mode, uid, gid, mtime in seconds). */
+void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h);
+
 /* The object as it is before writing. */
 struct om_writer_base {
     bool exists;

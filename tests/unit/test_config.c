@@ -7,6 +7,8 @@
 
 #include "objmount/config.h"
 
+#include "check_main.h"
+
 static void clear_env(void)
 {
     static const char *const vars[] = {"AWS_ENDPOINT_URL", "AIS_ENDPOINT", "AWS_REGION",
@@ -195,9 +197,5 @@ int main(void)
     tcase_add_test(tc, test_ca_bundle_applies_to_https_only);
     tcase_add_test(tc, test_every_option_is_documented);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

@@ -10,6 +10,8 @@
 
 #include "objmount/creds.h"
 
+#include "check_main.h"
+
 static char home[256];
 
 static void write_file(const char *name, const char *text, mode_t mode)
@@ -244,9 +246,5 @@ int main(void)
     tcase_add_test(tc, test_anonymous_and_bearer);
     tcase_add_test(tc, test_nothing_found_says_how_to_fix);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

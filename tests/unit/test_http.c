@@ -17,6 +17,8 @@
 #include "objmount/http.h"
 #include "objmount/util.h"
 
+#include "check_main.h"
+
 /* ---- a scripted HTTP/1.1 server ---- */
 
 struct seen {
@@ -731,9 +733,5 @@ int main(void)
     tcase_add_test(tc, test_retry_policy_table);
     tcase_add_test(tc, test_backoff_is_capped_full_jitter);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

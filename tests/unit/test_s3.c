@@ -7,6 +7,8 @@
 
 #include "objmount/s3.h"
 
+#include "check_main.h"
+
 static struct om_s3 *client(const char *endpoint, const char *bucket, enum om_addressing a)
 {
     struct om_creds c = {.anonymous = true};
@@ -167,9 +169,5 @@ int main(void)
     tcase_add_test(tc, test_multipart_etag);
     tcase_add_test(tc, test_object_headers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

@@ -8,6 +8,8 @@
 #include "objmount/digest.h"
 #include "objmount/sigv4.h"
 
+#include "check_main.h"
+
 #define AK "AKIAIOSFODNN7EXAMPLE"
 #define SK "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 #define HOST "examplebucket.s3.amazonaws.com"
@@ -168,9 +170,5 @@ int main(void)
     tcase_add_test(tc, test_header_values_trimmed_and_collapsed);
     tcase_add_test(tc, test_missing_fields_rejected);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

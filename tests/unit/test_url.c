@@ -6,6 +6,8 @@
 
 #include "objmount/url.h"
 
+#include "check_main.h"
+
 static char *enc(const char *s, bool keep_slash)
 {
     struct om_buf b = {0};
@@ -134,9 +136,5 @@ int main(void)
     tcase_add_test(tc, test_redirect_relative_forms);
     tcase_add_test(tc, test_normalize_path);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }

@@ -9,6 +9,8 @@
 #include "objmount/util.h"
 #include "objmount/xml.h"
 
+#include "check_main.h"
+
 struct collected {
     struct om_buf out;
     uint64_t n;
@@ -295,9 +297,5 @@ int main(void)
     tcase_add_test(tc, test_find_text);
     tcase_add_test(tc, test_uploads_page);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return om_check_run(s);
 }
