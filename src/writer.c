@@ -1,10 +1,7 @@
-/* The write path: staging files, background part uploads, verified commits,
- * whole-upload retry and recovery.
+/* The write path: writers, parts and their background uploads, data.
  *
- * Locks: ws->lock guards the writer table, the work queue, reference counts
- * and statistics; w->lock guards one writer. Order: w->lock may be held when
- * taking ws->lock, never the reverse. Network requests run without w->lock,
- * except that commit keeps w->committing set so writes wait. */
+ * Network requests run without w->lock, except that commit keeps
+ * w->committing set so writes wait. */
 #include "objmount/writer.h"
 
 #include <dirent.h>
@@ -21,86 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "objmount/digest.h"
-#include "objmount/hash.h"
 #include "objmount/log.h"
 #include "objmount/util.h"
-
-#define PARTS_PER_TIER 1000
-#define PART_RETRIES 3
-#define WORKERS 2
-#define MIN_PART (5ULL << 20)
-
-enum part_state { P_IDLE, P_QUEUED, P_HASHING, P_UPLOADING, P_DONE };
-
-struct part {
-    struct om_writer *w;
-    int number;
-    uint64_t off, len;
-    enum part_state state;
-    uint32_t gen, up_gen;
-    int failures;
-    unsigned char md5[OM_MD5_LEN];
-    char etag[OM_ETAG_MAX];
-    struct om_s3_part_put put;
-};
-
-struct om_writer {
-    struct om_writers *ws;
-    struct om_hnode node;
-    uint64_t ino;
-    char *key;
-    int refs; /* under ws->lock */
-    bool in_queue;
-
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int fd;
-    char *path;    /* staging data */
-    char *sidecar; /* staging sidecar */
-    bool materialized;
-    struct om_writer_base base;
-    uint64_t size;
-    struct timespec mtime;
-    bool dirty;     /* changed since the last commit */
-    uint64_t changes;        /* counts writes, truncates and metadata changes */
-    uint64_t failed_changes; /* changes at the last failed commit (kept in recovery) */
-    bool committed; /* a commit succeeded at least once */
-    bool committing;
-    bool working; /* a worker is hashing this writer's parts */
-    bool aborting; /* the upload is being abandoned: start no part */
-    bool part_failed;
-    int inflight;
-    struct part **parts;
-    int nparts, cap;
-    char *upload_id;
-    uint32_t meta_version, upload_meta_version;
-    struct om_file_meta meta;
-    /* MD5 of [0, md5_upto), fed part by part while parts go out in order */
-    struct om_digest md5;
-    bool md5_valid;
-    uint64_t md5_upto;
-    struct om_commit_result last;
-    char *recovery; /* recovery entry of the last failed commit */
-    bool pushing;   /* uploading a recovery file: it stays where it is on failure */
-    bool discarded; /* unlinked while open: nothing more to upload */
-    char last_error[256];
-};
-
-struct om_writers {
-    struct om_s3 *s3;
-    struct om_writers_config cfg;
-    char *cache_dir, *staging_dir, *recovery_dir, *bucket, *endpoint;
-    pthread_mutex_t lock;
-    pthread_cond_t work;
-    struct om_htable table;
-    struct om_writer **queue;
-    int qlen, qcap;
-    bool stopping;
-    pthread_t workers[WORKERS];
-    int nworkers;
-    struct om_writers_stats st;
-};
+#include "writer_int.h"
 
 /* ---- part layout ---- */
 
@@ -119,142 +39,6 @@ int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
         size *= 2;
     }
     return -EFBIG;
-}
-
-/* ---- small helpers ---- */
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* Write a sidecar describing staged or recovered data. */
-static int write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,
-                         const char *state, const char *md5hex)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -errno;
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    char when[32];
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(f, "{\n  \"state\": ");
-    json_str(f, state);
-    fprintf(f, ",\n  \"bucket\": ");
-    json_str(f, ws->bucket);
-    fprintf(f, ",\n  \"key\": ");
-    json_str(f, w->key);
-    fprintf(f, ",\n  \"endpoint\": ");
-    json_str(f, ws->endpoint);
-    fprintf(f, ",\n  \"size\": %" PRIu64 ",\n  \"md5\": ", w->size);
-    json_str(f, md5hex ? md5hex : "");
-    fprintf(f, ",\n  \"upload_id\": ");
-    json_str(f, w->upload_id ? w->upload_id : "");
-    fprintf(f, ",\n  \"time\": ");
-    json_str(f, when);
-    fprintf(f, ",\n  \"pid\": %d,\n  \"last_error\": ", (int)getpid());
-    json_str(f, w->last_error);
-    if (w->meta.has_mode)
-        fprintf(f, ",\n  \"mode\": %u", (unsigned)w->meta.mode);
-    fprintf(f, "\n}\n");
-    int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -errno;
-    if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
-}
-
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char buf[4096];
-    if (om_strlcpy(buf, path, sizeof(buf)))
-        return -ENAMETOOLONG;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, mode) != 0 && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    }
-    if (mkdir(buf, mode) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* Rewrite the state of a moved sidecar: its daemon died before a commit. */
-static void mark_interrupted(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char text[16384];
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    const char *from = "\"state\": \"staging\"";
-    char *at = strstr(text, from);
-    if (!at)
-        return;
-    f = fopen(path, "w");
-    if (!f)
-        return;
-    fprintf(f, "%.*s\"state\": \"interrupted\"%s", (int)(at - text), text, at + strlen(from));
-    fclose(f);
-}
-
-/* Move staging files whose daemon is gone into recovery. */
-static void recover_leftovers(struct om_writers *ws)
-{
-    DIR *d = opendir(ws->staging_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".data") != 0)
-            continue;
-        char data[4200], side[4200], rdata[4200], rside[4200];
-        snprintf(data, sizeof(data), "%s/%s", ws->staging_dir, e->d_name);
-        snprintf(side, sizeof(side), "%s/%.*s.json", ws->staging_dir, (int)(n - 5), e->d_name);
-        int fd = open(data, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            close(fd); /* a live daemon owns it */
-            continue;
-        }
-        snprintf(rdata, sizeof(rdata), "%s/%s", ws->recovery_dir, e->d_name);
-        snprintf(rside, sizeof(rside), "%s/%.*s.json", ws->recovery_dir, (int)(n - 5), e->d_name);
-        if (rename(data, rdata) == 0) {
-            if (rename(side, rside) != 0)
-                om_warn("recovery: %s has no sidecar", rdata);
-            else
-                mark_interrupted(rside);
-            ws->st.recovered++;
-            om_error("a previous objmount stopped before uploading %s: data kept in %s", data,
-                     rdata);
-        }
-        close(fd);
-    }
-    closedir(d);
 }
 
 /* ---- the pool ---- */
@@ -286,16 +70,16 @@ struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_conf
         goto fail;
     }
     ws->cfg.cache_dir = ws->cache_dir;
-    int rc = mkdir_p(ws->staging_dir, 0700);
+    int rc = wi_mkdir_p(ws->staging_dir, 0700);
     if (!rc)
-        rc = mkdir_p(ws->recovery_dir, 0700);
+        rc = wi_mkdir_p(ws->recovery_dir, 0700);
     if (rc) {
         snprintf(err, errlen, "cache directory %s: %s", cfg->cache_dir, strerror(-rc));
         goto fail;
     }
     pthread_mutex_init(&ws->lock, NULL);
     pthread_cond_init(&ws->work, NULL);
-    recover_leftovers(ws);
+    wi_recover_leftovers(ws);
     for (int i = 0; i < WORKERS; i++) {
         if (pthread_create(&ws->workers[i], NULL, worker_main, ws) != 0) {
             snprintf(err, errlen, "cannot start upload workers");
@@ -339,7 +123,7 @@ void om_writers_free(struct om_writers *ws)
 }
 
 /* Queue w for the workers. Caller holds w->lock. */
-static void schedule(struct om_writer *w)
+void wi_schedule(struct om_writer *w)
 {
     struct om_writers *ws = w->ws;
     if (w->in_queue)
@@ -366,7 +150,7 @@ static void schedule(struct om_writer *w)
 
 /* Make sure parts cover [0, size) and lengths are right. Parts beyond the
  * end keep existing with length 0. Caller holds lock. */
-static int layout(struct om_writer *w)
+int wi_layout(struct om_writer *w)
 {
     uint64_t P = w->ws->cfg.part_size;
     int need = 0;
@@ -433,7 +217,7 @@ static void queue_passed(struct om_writer *w, uint64_t off)
         }
     }
     if (any)
-        schedule(w);
+        wi_schedule(w);
 }
 
 static void part_done(struct om_s3_part_put *put)
@@ -468,13 +252,13 @@ static void part_done(struct om_s3_part_put *put)
             w->part_failed = true;
         } else {
             p->state = P_QUEUED;
-            schedule(w);
+            wi_schedule(w);
         }
     }
     if (w->inflight < ws->cfg.max_parts_in_flight) {
         for (int i = 0; i < w->nparts; i++) {
             if (w->parts[i]->state == P_QUEUED) {
-                schedule(w);
+                wi_schedule(w);
                 break;
             }
         }
@@ -520,7 +304,7 @@ static int ensure_upload(struct om_writer *w)
         free(w->upload_id);
         w->upload_id = id;
         w->upload_meta_version = version;
-        write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
@@ -660,31 +444,7 @@ static struct om_writer *table_get(struct om_writers *ws, uint64_t ino)
     return NULL;
 }
 
-static int staging_create(struct om_writers *ws, struct om_writer *w)
-{
-    char tmpl[4200];
-    snprintf(tmpl, sizeof(tmpl), "%s/XXXXXX.data", ws->staging_dir);
-    int fd = mkostemps(tmpl, 5, O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = -errno;
-        close(fd);
-        unlink(tmpl);
-        return e;
-    }
-    w->fd = fd;
-    w->path = strdup(tmpl);
-    size_t n = strlen(tmpl);
-    w->sidecar = malloc(n + 1);
-    if (!w->path || !w->sidecar)
-        return -ENOMEM;
-    memcpy(w->sidecar, tmpl, n - 5);
-    strcpy(w->sidecar + n - 5, ".json");
-    return write_sidecar(w->sidecar, ws, w, "staging", NULL);
-}
-
-static void writer_destroy(struct om_writer *w)
+void wi_writer_destroy(struct om_writer *w)
 {
     if (w->fd >= 0)
         close(w->fd);
@@ -742,11 +502,11 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     w->base = *base;
     w->meta = base->meta;
     clock_gettime(CLOCK_REALTIME, &w->mtime);
-    int rc = w->key ? staging_create(ws, w) : -ENOMEM;
+    int rc = w->key ? wi_staging_create(ws, w) : -ENOMEM;
     if (!rc)
         rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
     if (rc) {
-        writer_destroy(w);
+        wi_writer_destroy(w);
         return rc;
     }
     w->md5_valid = true;
@@ -763,7 +523,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     if (race) {
         race->refs++;
         pthread_mutex_unlock(&ws->lock);
-        writer_destroy(w);
+        wi_writer_destroy(w);
         *out = race;
         return trunc ? om_writer_truncate(race, 0) : 0;
     }
@@ -785,8 +545,6 @@ struct om_writer *om_writer_find(struct om_writers *ws, uint64_t ino)
     pthread_mutex_unlock(&ws->lock);
     return w;
 }
-
-static void abort_upload(struct om_writer *w);
 
 void om_writer_release(struct om_writer *w)
 {
@@ -817,8 +575,8 @@ void om_writer_release(struct om_writer *w)
         pthread_cond_wait(&w->cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
     if (w->upload_id)
-        abort_upload(w);
-    writer_destroy(w);
+        wi_abort_upload(w);
+    wi_writer_destroy(w);
 }
 
 /* ---- data ---- */
@@ -861,7 +619,7 @@ static int materialize(struct om_writer *w)
     if (!rc) {
         w->materialized = true;
         w->size = size;
-        rc = layout(w);
+        rc = wi_layout(w);
     }
     return rc;
 }
@@ -883,7 +641,7 @@ static int check_space(struct om_writers *ws, uint64_t need)
 }
 
 /* Wait until no commit runs, then make the staging file hold the data. */
-static int prepare_write(struct om_writer *w)
+int wi_prepare_write(struct om_writer *w)
 {
     while (w->committing)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -902,7 +660,7 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     if (rc)
         return rc;
     pthread_mutex_lock(&w->lock);
-    rc = prepare_write(w);
+    rc = wi_prepare_write(w);
     if (rc) {
         pthread_mutex_unlock(&w->lock);
         return rc;
@@ -928,7 +686,7 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     uint64_t old = w->size;
     if (end > w->size)
         w->size = end;
-    rc = layout(w);
+    rc = wi_layout(w);
     if (!rc) {
         touch(w, OM_MIN(off, old), end);
         w->dirty = true;
@@ -985,7 +743,7 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
             pthread_cond_wait(&w->cond, &w->lock);
         w->materialized = true; /* nothing to fetch */
     } else {
-        rc = prepare_write(w);
+        rc = wi_prepare_write(w);
     }
     /* parts beyond the new end must not be in flight */
     while (!rc && (w->inflight > 0 || w->working))
@@ -995,7 +753,7 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
     if (!rc) {
         uint64_t old = w->size;
         w->size = size;
-        rc = layout(w);
+        rc = wi_layout(w);
         touch(w, OM_MIN(old, size), OM_MAX(old, size) + 1);
         w->dirty = true;
         w->changes++;
@@ -1028,520 +786,6 @@ void om_writer_attr(struct om_writer *w, uint64_t *size, struct timespec *mtime)
     *size = w->size;
     *mtime = w->meta.has_mtime ? w->meta.mtime : w->mtime;
     pthread_mutex_unlock(&w->lock);
-}
-
-/* ---- commit ---- */
-
-static void abort_upload(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    /* let parts under way finish first: they write into the upload */
-    w->aborting = true;
-    for (int i = 0; i < w->nparts; i++) {
-        if (w->parts[i]->state == P_QUEUED)
-            w->parts[i]->state = P_IDLE;
-    }
-    while (w->working || w->inflight > 0)
-        pthread_cond_wait(&w->cond, &w->lock);
-    char *id = w->upload_id;
-    w->upload_id = NULL;
-    for (int i = 0; i < w->nparts; i++) {
-        w->parts[i]->state = P_IDLE;
-        w->parts[i]->failures = 0;
-    }
-    w->aborting = false;
-    pthread_mutex_unlock(&w->lock);
-    if (!id)
-        return;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_abort(w->ws->s3, w->key, id, &err);
-    if (rc && rc != -ENOENT)
-        om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
-                "uploads abort)",
-                id, w->key, strerror(-rc));
-    free(id);
-}
-
-static bool plain_md5(const char *etag)
-{
-    if (strlen(etag) != 32)
-        return false;
-    for (const char *p = etag; *p; p++)
-        if (!strchr("0123456789abcdefABCDEF", *p))
-            return false;
-    return true;
-}
-
-static bool multipart_shaped(const char *etag)
-{
-    const char *dash = strchr(etag, '-');
-    return dash && dash - etag == 32 && dash[1];
-}
-
-/* Whole-object MD5 of the staging file: the running digest when it covers
- * the whole file, else read back. */
-static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD5_LEN])
-{
-    pthread_mutex_lock(&w->lock);
-    bool running = w->md5_valid && w->md5_upto == size && w->md5.ctx;
-    int rc = running ? om_digest_peek(&w->md5, out) : -EAGAIN;
-    pthread_mutex_unlock(&w->lock);
-    if (rc == 0)
-        return 0;
-    return om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, out);
-}
-
-/* After PUT or Complete: the object must be what the staging file holds. */
-static int verify(struct om_writer *w, uint64_t size, const unsigned char *known_md5,
-                  const char *mp_etag, char *etag_out)
-{
-    struct om_writers *ws = w->ws;
-    struct om_s3_object o;
-    struct om_s3_error err;
-    int rc = om_s3_head(ws->s3, w->key, &o, &err);
-    if (rc) {
-        snprintf(w->last_error, sizeof(w->last_error), "HEAD after commit: %s", strerror(-rc));
-        return rc;
-    }
-    if (o.size != size) {
-        snprintf(w->last_error, sizeof(w->last_error),
-                 "stored object has %" PRIu64 " bytes, %" PRIu64 " were written", o.size, size);
-        om_error("%s: %s", w->key, w->last_error);
-        return -EBADMSG;
-    }
-    om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
-    unsigned char md5[OM_MD5_LEN];
-    char hex[2 * OM_MD5_LEN + 1] = "";
-    const char *how;
-    if (mp_etag && strcasecmp(o.etag, mp_etag) == 0) {
-        how = "multipart ETag";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_multipart++;
-        pthread_mutex_unlock(&ws->lock);
-    } else if (plain_md5(o.etag) || multipart_shaped(o.etag)) {
-        if (known_md5)
-            memcpy(md5, known_md5, OM_MD5_LEN);
-        else if ((rc = whole_md5(w, size, md5)) != 0)
-            return rc;
-        om_hex(md5, OM_MD5_LEN, hex);
-        if (strcasecmp(o.etag, hex) != 0) {
-            snprintf(w->last_error, sizeof(w->last_error),
-                     "stored ETag %s matches neither the MD5 %s nor the multipart ETag %s",
-                     o.etag, hex, mp_etag ? mp_etag : "-");
-            om_error("%s: %s", w->key, w->last_error);
-            return -EBADMSG;
-        }
-        how = "MD5 ETag";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_md5++;
-        pthread_mutex_unlock(&ws->lock);
-    } else {
-        how = "size only (the server's ETags are not MD5s)";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_size_only++;
-        pthread_mutex_unlock(&ws->lock);
-    }
-    om_debug("%s: verified by %s", w->key, how);
-    if (!ws->cfg.verify_read)
-        return 0;
-    /* read it back and compare digests */
-    if (!hex[0]) {
-        if (known_md5)
-            memcpy(md5, known_md5, OM_MD5_LEN);
-        else if ((rc = whole_md5(w, size, md5)) != 0)
-            return rc;
-    }
-    enum { CHUNK = 8 << 20 };
-    char *buf = malloc(CHUNK);
-    struct om_digest d;
-    if (!buf || om_digest_init(&d, OM_DIGEST_MD5)) {
-        free(buf);
-        return -ENOMEM;
-    }
-    for (uint64_t off = 0; off < size && !rc;) {
-        uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
-        ssize_t got = om_s3_get_range(ws->s3, w->key, off, want, o.etag, buf, NULL, &err);
-        if (got != (ssize_t)want)
-            rc = got < 0 ? (int)got : -EIO;
-        else
-            om_digest_update(&d, buf, want);
-        off += want;
-    }
-    unsigned char back[OM_MD5_LEN];
-    if (rc)
-        om_digest_free(&d);
-    else
-        rc = om_digest_final(&d, back);
-    free(buf);
-    if (!rc && memcmp(back, md5, OM_MD5_LEN) != 0) {
-        snprintf(w->last_error, sizeof(w->last_error), "read back differs from what was written");
-        om_error("%s: %s", w->key, w->last_error);
-        rc = -EBADMSG;
-    }
-    if (!rc) {
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_read++;
-        pthread_mutex_unlock(&ws->lock);
-    }
-    return rc;
-}
-
-/* One attempt at a single PUT. Caller holds no lock; committing is set. */
-static int put_once(struct om_writer *w, uint64_t size, const struct om_file_meta *m,
-                    char *etag)
-{
-    unsigned char md5[OM_MD5_LEN];
-    int rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, md5);
-    if (rc)
-        return rc;
-    struct om_header_list h = {0};
-    om_file_meta_headers(m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
-    struct om_http_body body = {.kind = OM_BODY_FD, .fd = w->fd, .off = 0, .len = size};
-    struct om_s3_error err;
-    char put_etag[OM_ETAG_MAX];
-    rc = om_s3_put(w->ws->s3, w->key, &body, md5, &opts, put_etag, &err);
-    om_headers_free(&h);
-    if (rc) {
-        snprintf(w->last_error, sizeof(w->last_error), "PutObject: %s%s%s%s%.120s", strerror(-rc),
-                 err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "", err.message);
-        return rc;
-    }
-    pthread_mutex_lock(&w->ws->lock);
-    w->ws->st.bytes_uploaded += size;
-    pthread_mutex_unlock(&w->ws->lock);
-    return verify(w, size, md5, NULL, etag);
-}
-
-/* One attempt at a multipart upload. Caller holds w->lock. */
-static int multipart_once(struct om_writer *w, uint64_t size, char *etag)
-{
-again:
-    if (w->upload_id && w->upload_meta_version != w->meta_version) {
-        /* metadata changed since the upload began: begin again */
-        pthread_mutex_unlock(&w->lock);
-        abort_upload(w);
-        pthread_mutex_lock(&w->lock);
-    }
-    w->part_failed = false;
-    for (int i = 0; i < w->nparts; i++)
-        w->parts[i]->failures = 0;
-    for (;;) {
-        /* everything not stored yet goes out, including parts that came back
-         * changed from an upload that was under way when the commit began */
-        bool queued = false, all_done = true;
-        for (int i = 0; i < w->nparts; i++) {
-            struct part *p = w->parts[i];
-            if (p->len == 0)
-                continue;
-            if (p->state == P_DONE && p->gen != p->up_gen)
-                p->state = P_IDLE;
-            if (p->state == P_IDLE && p->failures <= PART_RETRIES)
-                p->state = P_QUEUED;
-            queued |= p->state == P_QUEUED;
-            all_done &= p->state == P_DONE;
-        }
-        if (all_done && !w->working && w->inflight == 0)
-            break;
-        if (w->part_failed && !w->working && w->inflight == 0)
-            return -EIO;
-        if (queued && !w->working && !w->in_queue)
-            schedule(w);
-        pthread_cond_wait(&w->cond, &w->lock);
-    }
-    /* an upload created while the metadata changed carries the old metadata */
-    if (!w->upload_id || w->upload_meta_version != w->meta_version)
-        goto again;
-    int n = 0;
-    for (int i = 0; i < w->nparts; i++)
-        n += w->parts[i]->len > 0;
-    struct om_s3_part *list = calloc((size_t)n, sizeof(*list));
-    unsigned char(*md5s)[OM_MD5_LEN] = calloc((size_t)n, OM_MD5_LEN);
-    if (!list || !md5s) {
-        free(list);
-        free(md5s);
-        return -ENOMEM;
-    }
-    for (int i = 0, k = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        if (p->len == 0)
-            continue;
-        list[k].number = p->number;
-        memcpy(list[k].etag, p->etag, OM_ETAG_MAX);
-        memcpy(md5s[k], p->md5, OM_MD5_LEN);
-        k++;
-    }
-    char *id = strdup(w->upload_id);
-    pthread_mutex_unlock(&w->lock);
-    char mp[OM_ETAG_MAX], done_etag[OM_ETAG_MAX];
-    om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, n, mp);
-    struct om_s3_error err;
-    int rc = id ? om_s3_mpu_complete(w->ws->s3, w->key, id, list, n, done_etag, &err) : -ENOMEM;
-    free(list);
-    free(md5s);
-    free(id);
-    if (rc) {
-        snprintf(w->last_error, sizeof(w->last_error), "CompleteMultipartUpload: %s%s%s%s%.120s",
-                 strerror(-rc), err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "",
-                 err.message);
-    } else {
-        pthread_mutex_lock(&w->lock);
-        free(w->upload_id); /* completed: nothing to abort any more */
-        w->upload_id = NULL;
-        pthread_mutex_unlock(&w->lock);
-        rc = verify(w, size, NULL, mp, etag);
-        if (rc) {
-            /* the stored object is wrong: the next attempt uploads every part again */
-            pthread_mutex_lock(&w->lock);
-            for (int i = 0; i < w->nparts; i++)
-                w->parts[i]->state = P_IDLE;
-            pthread_mutex_unlock(&w->lock);
-        }
-    }
-    pthread_mutex_lock(&w->lock);
-    return rc;
-}
-
-/* Keep the bytes that could not be uploaded. Caller holds w->lock. */
-static void keep_in_recovery(struct om_writer *w)
-{
-    struct om_writers *ws = w->ws;
-    unsigned char md5[OM_MD5_LEN];
-    char hex[2 * OM_MD5_LEN + 1] = "";
-    if (om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, w->size, md5) == 0)
-        om_hex(md5, OM_MD5_LEN, hex);
-    time_t now = time(NULL);
-    char base[4200], data[4300], side[4300];
-    snprintf(base, sizeof(base), "%s/%ld-%d-%" PRIu64, ws->recovery_dir, (long)now, (int)getpid(),
-             w->ino);
-    snprintf(data, sizeof(data), "%s.data", base);
-    snprintf(side, sizeof(side), "%s.json", base);
-    if (w->recovery) {
-        /* replace the entry of an earlier failed commit */
-        unlink(w->recovery);
-        char old[4300];
-        snprintf(old, sizeof(old), "%.*s.json", (int)strlen(w->recovery) - 5, w->recovery);
-        unlink(old);
-        free(w->recovery);
-        w->recovery = NULL;
-    }
-    if (link(w->path, data) != 0) {
-        om_error("could not keep %s in recovery (%s): the data stays in %s until it is closed",
-                 w->key, strerror(errno), w->path);
-        return;
-    }
-    write_sidecar(side, ws, w, "failed", hex);
-    w->recovery = strdup(data);
-    pthread_mutex_lock(&ws->lock);
-    ws->st.recovered++;
-    pthread_mutex_unlock(&ws->lock);
-    om_error("could not upload %s (%s): %" PRIu64 " bytes kept in %s", w->key, w->last_error,
-             w->size, data);
-}
-
-int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
-{
-    struct om_writers *ws = w->ws;
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    if (!w->dirty || w->discarded) {
-        if (res)
-            *res = w->last;
-        pthread_mutex_unlock(&w->lock);
-        return 0;
-    }
-    int rc = prepare_write(w); /* a metadata-only change on an untouched object */
-    if (rc) {
-        pthread_mutex_unlock(&w->lock);
-        return rc;
-    }
-    w->committing = true;
-    pthread_mutex_lock(&ws->lock);
-    ws->st.commits_in_flight++;
-    pthread_mutex_unlock(&ws->lock);
-    uint64_t size = w->size;
-    char etag[OM_ETAG_MAX] = "";
-    uint64_t delay = ws->cfg.upload_retry_ms;
-    for (int attempt = 0;; attempt++) {
-        if (size <= ws->cfg.part_size) {
-            struct om_file_meta m = w->meta;
-            pthread_mutex_unlock(&w->lock);
-            if (w->upload_id)
-                abort_upload(w);
-            rc = put_once(w, size, &m, etag);
-            pthread_mutex_lock(&w->lock);
-        } else {
-            rc = multipart_once(w, size, etag);
-        }
-        if (rc == 0 || attempt >= ws->cfg.upload_retries)
-            break;
-        om_warn("commit of %s failed (%s); uploading it again in %" PRIu64 " ms (attempt %d of %d)",
-                w->key, w->last_error, delay, attempt + 2, ws->cfg.upload_retries + 1);
-        pthread_mutex_lock(&ws->lock);
-        ws->st.upload_retries++;
-        pthread_mutex_unlock(&ws->lock);
-        pthread_mutex_unlock(&w->lock);
-        abort_upload(w);
-        usleep((useconds_t)delay * 1000);
-        delay = OM_MIN(delay * 2, (uint64_t)60000);
-        pthread_mutex_lock(&w->lock);
-    }
-    pthread_mutex_lock(&ws->lock);
-    ws->st.commits++;
-    ws->st.commits_in_flight--;
-    if (rc)
-        ws->st.commit_failures++;
-    pthread_mutex_unlock(&ws->lock);
-    if (rc) {
-        if (!w->pushing)
-            keep_in_recovery(w);
-        w->failed_changes = w->changes;
-        rc = -EIO;
-    } else {
-        w->dirty = false;
-        w->committed = true;
-        w->last.size = size;
-        om_strlcpy(w->last.etag, etag, sizeof(w->last.etag));
-        w->last.mtime = w->meta.has_mtime ? w->meta.mtime : w->mtime;
-        w->last.meta = w->meta;
-        w->last_error[0] = '\0';
-        if (w->recovery) {
-            /* an earlier failure was made good */
-            char side[4300];
-            snprintf(side, sizeof(side), "%.*s.json", (int)strlen(w->recovery) - 5, w->recovery);
-            unlink(w->recovery);
-            unlink(side);
-            free(w->recovery);
-            w->recovery = NULL;
-        }
-        if (res)
-            *res = w->last;
-    }
-    w->committing = false;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-    return rc;
-}
-
-int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
-                        const struct om_file_meta *meta, char *err, size_t errlen)
-{
-    struct om_writer *w = calloc(1, sizeof(*w));
-    if (!w)
-        return -ENOMEM;
-    w->ws = ws;
-    w->pushing = true;
-    w->refs = 1;
-    w->key = strdup(key);
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
-    w->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;
-    if (!rc)
-        rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
-    if (!rc) {
-        if (meta)
-            w->meta = *meta;
-        w->materialized = true;
-        w->dirty = true;
-        w->changes = 1;
-        w->size = (uint64_t)st.st_size;
-        w->md5_valid = true;
-        clock_gettime(CLOCK_REALTIME, &w->mtime);
-        pthread_mutex_lock(&w->lock);
-        rc = layout(w);
-        pthread_mutex_unlock(&w->lock);
-    }
-    if (!rc)
-        rc = om_writer_commit(w, NULL);
-    if (rc)
-        snprintf(err, errlen, "%s", w->last_error[0] ? w->last_error : strerror(-rc));
-    /* the file is the caller's: writer_destroy must not delete it */
-    free(w->path);
-    w->path = NULL;
-    pthread_mutex_lock(&w->lock);
-    while (w->inflight > 0 || w->working)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
-    /* a worker may still hold the queue's reference for a moment */
-    for (;;) {
-        pthread_mutex_lock(&ws->lock);
-        int refs = w->refs;
-        pthread_mutex_unlock(&ws->lock);
-        if (refs <= 1)
-            break;
-        usleep(1000);
-    }
-    if (w->upload_id)
-        abort_upload(w);
-    writer_destroy(w);
-    return rc;
-}
-
-int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
-                         const struct om_file_meta *m, struct om_s3_object *obj)
-{
-    if (size > (5ULL << 30))
-        return -ENOTSUP;
-    struct om_header_list h = {0};
-    om_file_meta_headers(m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
-    char newetag[OM_ETAG_MAX];
-    struct om_s3_error err;
-    int rc = om_s3_copy(ws->s3, key, key, etag && *etag ? etag : NULL, &opts, newetag, &err);
-    om_headers_free(&h);
-    if (rc) {
-        om_warn("storing metadata of %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status,
-                err.code);
-        return rc == -ESTALE ? -EIO : rc;
-    }
-    memset(obj, 0, sizeof(*obj));
-    obj->size = size;
-    obj->mtime = time(NULL);
-    om_strlcpy(obj->etag, newetag, sizeof(obj->etag));
-    obj->has_mode = m->has_mode;
-    obj->mode = (uint32_t)m->mode;
-    obj->has_uid = m->has_uid;
-    obj->uid = m->uid;
-    obj->has_gid = m->has_gid;
-    obj->gid = m->gid;
-    obj->has_mtime = m->has_mtime;
-    obj->meta_mtime = m->mtime;
-    return 0;
-}
-
-void om_writer_discard(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    w->discarded = true;
-    w->dirty = false;
-    pthread_mutex_unlock(&w->lock);
-    abort_upload(w);
-}
-
-int om_writer_rekey(struct om_writer *w, const char *newkey)
-{
-    char *k = strdup(newkey);
-    if (!k)
-        return -ENOMEM;
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
-    abort_upload(w); /* parts uploaded under the old key are of no use */
-    pthread_mutex_lock(&w->lock);
-    pthread_mutex_lock(&w->ws->lock); /* om_writers_busy_under reads keys */
-    free(w->key);
-    w->key = k;
-    pthread_mutex_unlock(&w->ws->lock);
-    if (w->sidecar)
-        write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
-    pthread_mutex_unlock(&w->lock);
-    return 0;
 }
 
 bool om_writers_busy_under(struct om_writers *ws, const char *prefix)

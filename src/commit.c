@@ -1,0 +1,498 @@
+/* Commits: single PUT or multipart, verification of what the server
+ * stored, whole-upload retries; uploads of recovered files; metadata
+ * stored by self-copy. */
+#include "objmount/writer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "objmount/log.h"
+#include "objmount/util.h"
+#include "writer_int.h"
+
+void wi_abort_upload(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    /* let parts under way finish first: they write into the upload */
+    w->aborting = true;
+    for (int i = 0; i < w->nparts; i++) {
+        if (w->parts[i]->state == P_QUEUED)
+            w->parts[i]->state = P_IDLE;
+    }
+    while (w->working || w->inflight > 0)
+        pthread_cond_wait(&w->cond, &w->lock);
+    char *id = w->upload_id;
+    w->upload_id = NULL;
+    for (int i = 0; i < w->nparts; i++) {
+        w->parts[i]->state = P_IDLE;
+        w->parts[i]->failures = 0;
+    }
+    w->aborting = false;
+    pthread_mutex_unlock(&w->lock);
+    if (!id)
+        return;
+    struct om_s3_error err;
+    int rc = om_s3_mpu_abort(w->ws->s3, w->key, id, &err);
+    if (rc && rc != -ENOENT)
+        om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
+                "uploads abort)",
+                id, w->key, strerror(-rc));
+    free(id);
+}
+
+static bool plain_md5(const char *etag)
+{
+    if (strlen(etag) != 32)
+        return false;
+    for (const char *p = etag; *p; p++)
+        if (!strchr("0123456789abcdefABCDEF", *p))
+            return false;
+    return true;
+}
+
+static bool multipart_shaped(const char *etag)
+{
+    const char *dash = strchr(etag, '-');
+    return dash && dash - etag == 32 && dash[1];
+}
+
+/* Whole-object MD5 of the staging file: the running digest when it covers
+ * the whole file, else read back. */
+static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD5_LEN])
+{
+    pthread_mutex_lock(&w->lock);
+    bool running = w->md5_valid && w->md5_upto == size && w->md5.ctx;
+    int rc = running ? om_digest_peek(&w->md5, out) : -EAGAIN;
+    pthread_mutex_unlock(&w->lock);
+    if (rc == 0)
+        return 0;
+    return om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, out);
+}
+
+/* After PUT or Complete: the object must be what the staging file holds. */
+static int verify(struct om_writer *w, uint64_t size, const unsigned char *known_md5,
+                  const char *mp_etag, char *etag_out)
+{
+    struct om_writers *ws = w->ws;
+    struct om_s3_object o;
+    struct om_s3_error err;
+    int rc = om_s3_head(ws->s3, w->key, &o, &err);
+    if (rc) {
+        snprintf(w->last_error, sizeof(w->last_error), "HEAD after commit: %s", strerror(-rc));
+        return rc;
+    }
+    if (o.size != size) {
+        snprintf(w->last_error, sizeof(w->last_error),
+                 "stored object has %" PRIu64 " bytes, %" PRIu64 " were written", o.size, size);
+        om_error("%s: %s", w->key, w->last_error);
+        return -EBADMSG;
+    }
+    om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
+    unsigned char md5[OM_MD5_LEN];
+    char hex[2 * OM_MD5_LEN + 1] = "";
+    const char *how;
+    if (mp_etag && strcasecmp(o.etag, mp_etag) == 0) {
+        how = "multipart ETag";
+        pthread_mutex_lock(&ws->lock);
+        ws->st.verified_multipart++;
+        pthread_mutex_unlock(&ws->lock);
+    } else if (plain_md5(o.etag) || multipart_shaped(o.etag)) {
+        if (known_md5)
+            memcpy(md5, known_md5, OM_MD5_LEN);
+        else if ((rc = whole_md5(w, size, md5)) != 0)
+            return rc;
+        om_hex(md5, OM_MD5_LEN, hex);
+        if (strcasecmp(o.etag, hex) != 0) {
+            snprintf(w->last_error, sizeof(w->last_error),
+                     "stored ETag %s matches neither the MD5 %s nor the multipart ETag %s",
+                     o.etag, hex, mp_etag ? mp_etag : "-");
+            om_error("%s: %s", w->key, w->last_error);
+            return -EBADMSG;
+        }
+        how = "MD5 ETag";
+        pthread_mutex_lock(&ws->lock);
+        ws->st.verified_md5++;
+        pthread_mutex_unlock(&ws->lock);
+    } else {
+        how = "size only (the server's ETags are not MD5s)";
+        pthread_mutex_lock(&ws->lock);
+        ws->st.verified_size_only++;
+        pthread_mutex_unlock(&ws->lock);
+    }
+    om_debug("%s: verified by %s", w->key, how);
+    if (!ws->cfg.verify_read)
+        return 0;
+    /* read it back and compare digests */
+    if (!hex[0]) {
+        if (known_md5)
+            memcpy(md5, known_md5, OM_MD5_LEN);
+        else if ((rc = whole_md5(w, size, md5)) != 0)
+            return rc;
+    }
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    struct om_digest d;
+    if (!buf || om_digest_init(&d, OM_DIGEST_MD5)) {
+        free(buf);
+        return -ENOMEM;
+    }
+    for (uint64_t off = 0; off < size && !rc;) {
+        uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
+        ssize_t got = om_s3_get_range(ws->s3, w->key, off, want, o.etag, buf, NULL, &err);
+        if (got != (ssize_t)want)
+            rc = got < 0 ? (int)got : -EIO;
+        else
+            om_digest_update(&d, buf, want);
+        off += want;
+    }
+    unsigned char back[OM_MD5_LEN];
+    if (rc)
+        om_digest_free(&d);
+    else
+        rc = om_digest_final(&d, back);
+    free(buf);
+    if (!rc && memcmp(back, md5, OM_MD5_LEN) != 0) {
+        snprintf(w->last_error, sizeof(w->last_error), "read back differs from what was written");
+        om_error("%s: %s", w->key, w->last_error);
+        rc = -EBADMSG;
+    }
+    if (!rc) {
+        pthread_mutex_lock(&ws->lock);
+        ws->st.verified_read++;
+        pthread_mutex_unlock(&ws->lock);
+    }
+    return rc;
+}
+
+/* One attempt at a single PUT. Caller holds no lock; committing is set. */
+static int put_once(struct om_writer *w, uint64_t size, const struct om_file_meta *m,
+                    char *etag)
+{
+    unsigned char md5[OM_MD5_LEN];
+    int rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, md5);
+    if (rc)
+        return rc;
+    struct om_header_list h = {0};
+    om_file_meta_headers(m, &h);
+    struct om_s3_put_opts opts = {.meta = &h};
+    struct om_http_body body = {.kind = OM_BODY_FD, .fd = w->fd, .off = 0, .len = size};
+    struct om_s3_error err;
+    char put_etag[OM_ETAG_MAX];
+    rc = om_s3_put(w->ws->s3, w->key, &body, md5, &opts, put_etag, &err);
+    om_headers_free(&h);
+    if (rc) {
+        snprintf(w->last_error, sizeof(w->last_error), "PutObject: %s%s%s%s%.120s", strerror(-rc),
+                 err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "", err.message);
+        return rc;
+    }
+    pthread_mutex_lock(&w->ws->lock);
+    w->ws->st.bytes_uploaded += size;
+    pthread_mutex_unlock(&w->ws->lock);
+    return verify(w, size, md5, NULL, etag);
+}
+
+/* One attempt at a multipart upload. Caller holds w->lock. */
+static int multipart_once(struct om_writer *w, uint64_t size, char *etag)
+{
+again:
+    if (w->upload_id && w->upload_meta_version != w->meta_version) {
+        /* metadata changed since the upload began: begin again */
+        pthread_mutex_unlock(&w->lock);
+        wi_abort_upload(w);
+        pthread_mutex_lock(&w->lock);
+    }
+    w->part_failed = false;
+    for (int i = 0; i < w->nparts; i++)
+        w->parts[i]->failures = 0;
+    for (;;) {
+        /* everything not stored yet goes out, including parts that came back
+         * changed from an upload that was under way when the commit began */
+        bool queued = false, all_done = true;
+        for (int i = 0; i < w->nparts; i++) {
+            struct part *p = w->parts[i];
+            if (p->len == 0)
+                continue;
+            if (p->state == P_DONE && p->gen != p->up_gen)
+                p->state = P_IDLE;
+            if (p->state == P_IDLE && p->failures <= PART_RETRIES)
+                p->state = P_QUEUED;
+            queued |= p->state == P_QUEUED;
+            all_done &= p->state == P_DONE;
+        }
+        if (all_done && !w->working && w->inflight == 0)
+            break;
+        if (w->part_failed && !w->working && w->inflight == 0)
+            return -EIO;
+        if (queued && !w->working && !w->in_queue)
+            wi_schedule(w);
+        pthread_cond_wait(&w->cond, &w->lock);
+    }
+    /* an upload created while the metadata changed carries the old metadata */
+    if (!w->upload_id || w->upload_meta_version != w->meta_version)
+        goto again;
+    int n = 0;
+    for (int i = 0; i < w->nparts; i++)
+        n += w->parts[i]->len > 0;
+    struct om_s3_part *list = calloc((size_t)n, sizeof(*list));
+    unsigned char(*md5s)[OM_MD5_LEN] = calloc((size_t)n, OM_MD5_LEN);
+    if (!list || !md5s) {
+        free(list);
+        free(md5s);
+        return -ENOMEM;
+    }
+    for (int i = 0, k = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        if (p->len == 0)
+            continue;
+        list[k].number = p->number;
+        memcpy(list[k].etag, p->etag, OM_ETAG_MAX);
+        memcpy(md5s[k], p->md5, OM_MD5_LEN);
+        k++;
+    }
+    char *id = strdup(w->upload_id);
+    pthread_mutex_unlock(&w->lock);
+    char mp[OM_ETAG_MAX], done_etag[OM_ETAG_MAX];
+    om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, n, mp);
+    struct om_s3_error err;
+    int rc = id ? om_s3_mpu_complete(w->ws->s3, w->key, id, list, n, done_etag, &err) : -ENOMEM;
+    free(list);
+    free(md5s);
+    free(id);
+    if (rc) {
+        snprintf(w->last_error, sizeof(w->last_error), "CompleteMultipartUpload: %s%s%s%s%.120s",
+                 strerror(-rc), err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "",
+                 err.message);
+    } else {
+        pthread_mutex_lock(&w->lock);
+        free(w->upload_id); /* completed: nothing to abort any more */
+        w->upload_id = NULL;
+        pthread_mutex_unlock(&w->lock);
+        rc = verify(w, size, NULL, mp, etag);
+        if (rc) {
+            /* the stored object is wrong: the next attempt uploads every part again */
+            pthread_mutex_lock(&w->lock);
+            for (int i = 0; i < w->nparts; i++)
+                w->parts[i]->state = P_IDLE;
+            pthread_mutex_unlock(&w->lock);
+        }
+    }
+    pthread_mutex_lock(&w->lock);
+    return rc;
+}
+
+int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
+{
+    struct om_writers *ws = w->ws;
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    if (!w->dirty || w->discarded) {
+        if (res)
+            *res = w->last;
+        pthread_mutex_unlock(&w->lock);
+        return 0;
+    }
+    int rc = wi_prepare_write(w); /* a metadata-only change on an untouched object */
+    if (rc) {
+        pthread_mutex_unlock(&w->lock);
+        return rc;
+    }
+    w->committing = true;
+    pthread_mutex_lock(&ws->lock);
+    ws->st.commits_in_flight++;
+    pthread_mutex_unlock(&ws->lock);
+    uint64_t size = w->size;
+    char etag[OM_ETAG_MAX] = "";
+    uint64_t delay = ws->cfg.upload_retry_ms;
+    for (int attempt = 0;; attempt++) {
+        if (size <= ws->cfg.part_size) {
+            struct om_file_meta m = w->meta;
+            pthread_mutex_unlock(&w->lock);
+            if (w->upload_id)
+                wi_abort_upload(w);
+            rc = put_once(w, size, &m, etag);
+            pthread_mutex_lock(&w->lock);
+        } else {
+            rc = multipart_once(w, size, etag);
+        }
+        if (rc == 0 || attempt >= ws->cfg.upload_retries)
+            break;
+        om_warn("commit of %s failed (%s); uploading it again in %" PRIu64 " ms (attempt %d of %d)",
+                w->key, w->last_error, delay, attempt + 2, ws->cfg.upload_retries + 1);
+        pthread_mutex_lock(&ws->lock);
+        ws->st.upload_retries++;
+        pthread_mutex_unlock(&ws->lock);
+        pthread_mutex_unlock(&w->lock);
+        wi_abort_upload(w);
+        usleep((useconds_t)delay * 1000);
+        delay = OM_MIN(delay * 2, (uint64_t)60000);
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_lock(&ws->lock);
+    ws->st.commits++;
+    ws->st.commits_in_flight--;
+    if (rc)
+        ws->st.commit_failures++;
+    pthread_mutex_unlock(&ws->lock);
+    if (rc) {
+        if (!w->pushing)
+            wi_keep_in_recovery(w);
+        w->failed_changes = w->changes;
+        rc = -EIO;
+    } else {
+        w->dirty = false;
+        w->committed = true;
+        w->last.size = size;
+        om_strlcpy(w->last.etag, etag, sizeof(w->last.etag));
+        w->last.mtime = w->meta.has_mtime ? w->meta.mtime : w->mtime;
+        w->last.meta = w->meta;
+        w->last_error[0] = '\0';
+        if (w->recovery) {
+            /* an earlier failure was made good */
+            char side[4300];
+            snprintf(side, sizeof(side), "%.*s.json", (int)strlen(w->recovery) - 5, w->recovery);
+            unlink(w->recovery);
+            unlink(side);
+            free(w->recovery);
+            w->recovery = NULL;
+        }
+        if (res)
+            *res = w->last;
+    }
+    w->committing = false;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
+                        const struct om_file_meta *meta, char *err, size_t errlen)
+{
+    struct om_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->ws = ws;
+    w->pushing = true;
+    w->refs = 1;
+    w->key = strdup(key);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;
+    if (!rc)
+        rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
+    if (!rc) {
+        if (meta)
+            w->meta = *meta;
+        w->materialized = true;
+        w->dirty = true;
+        w->changes = 1;
+        w->size = (uint64_t)st.st_size;
+        w->md5_valid = true;
+        clock_gettime(CLOCK_REALTIME, &w->mtime);
+        pthread_mutex_lock(&w->lock);
+        rc = wi_layout(w);
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (!rc)
+        rc = om_writer_commit(w, NULL);
+    if (rc)
+        snprintf(err, errlen, "%s", w->last_error[0] ? w->last_error : strerror(-rc));
+    /* the file is the caller's: writer_destroy must not delete it */
+    free(w->path);
+    w->path = NULL;
+    pthread_mutex_lock(&w->lock);
+    while (w->inflight > 0 || w->working)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    /* a worker may still hold the queue's reference for a moment */
+    for (;;) {
+        pthread_mutex_lock(&ws->lock);
+        int refs = w->refs;
+        pthread_mutex_unlock(&ws->lock);
+        if (refs <= 1)
+            break;
+        usleep(1000);
+    }
+    if (w->upload_id)
+        wi_abort_upload(w);
+    wi_writer_destroy(w);
+    return rc;
+}
+
+int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
+                         const struct om_file_meta *m, struct om_s3_object *obj)
+{
+    if (size > (5ULL << 30))
+        return -ENOTSUP;
+    struct om_header_list h = {0};
+    om_file_meta_headers(m, &h);
+    struct om_s3_put_opts opts = {.meta = &h};
+    char newetag[OM_ETAG_MAX];
+    struct om_s3_error err;
+    int rc = om_s3_copy(ws->s3, key, key, etag && *etag ? etag : NULL, &opts, newetag, &err);
+    om_headers_free(&h);
+    if (rc) {
+        om_warn("storing metadata of %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status,
+                err.code);
+        return rc == -ESTALE ? -EIO : rc;
+    }
+    memset(obj, 0, sizeof(*obj));
+    obj->size = size;
+    obj->mtime = time(NULL);
+    om_strlcpy(obj->etag, newetag, sizeof(obj->etag));
+    obj->has_mode = m->has_mode;
+    obj->mode = (uint32_t)m->mode;
+    obj->has_uid = m->has_uid;
+    obj->uid = m->uid;
+    obj->has_gid = m->has_gid;
+    obj->gid = m->gid;
+    obj->has_mtime = m->has_mtime;
+    obj->meta_mtime = m->mtime;
+    return 0;
+}
+
+void om_writer_discard(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    w->discarded = true;
+    w->dirty = false;
+    pthread_mutex_unlock(&w->lock);
+    wi_abort_upload(w);
+}
+
+int om_writer_rekey(struct om_writer *w, const char *newkey)
+{
+    char *k = strdup(newkey);
+    if (!k)
+        return -ENOMEM;
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    wi_abort_upload(w); /* parts uploaded under the old key are of no use */
+    pthread_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->ws->lock); /* om_writers_busy_under reads keys */
+    free(w->key);
+    w->key = k;
+    pthread_mutex_unlock(&w->ws->lock);
+    if (w->sidecar)
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+

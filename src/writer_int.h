@@ -1,0 +1,112 @@
+/* Internals shared by the files of the write path: writer.c (writers,
+ * parts, background uploads, data), commit.c (commits, verification,
+ * retries) and staging.c (staging and recovery files).
+ *
+ * Locks: ws->lock guards the writer table, the work queue, reference counts
+ * and statistics; w->lock guards one writer. w->lock may be held when taking
+ * ws->lock, never the reverse. */
+#ifndef OBJMOUNT_WRITER_INT_H
+#define OBJMOUNT_WRITER_INT_H
+
+#include <pthread.h>
+
+#include "objmount/digest.h"
+#include "objmount/hash.h"
+#include "objmount/writer.h"
+
+#define PARTS_PER_TIER 1000
+#define PART_RETRIES 3
+#define WORKERS 2
+#define MIN_PART (5ULL << 20)
+
+enum part_state { P_IDLE, P_QUEUED, P_HASHING, P_UPLOADING, P_DONE };
+
+struct part {
+    struct om_writer *w;
+    int number;
+    uint64_t off, len;
+    enum part_state state;
+    uint32_t gen, up_gen;
+    int failures;
+    unsigned char md5[OM_MD5_LEN];
+    char etag[OM_ETAG_MAX];
+    struct om_s3_part_put put;
+};
+
+struct om_writer {
+    struct om_writers *ws;
+    struct om_hnode node;
+    uint64_t ino;
+    char *key;
+    int refs; /* under ws->lock */
+    bool in_queue;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int fd;
+    char *path;    /* staging data */
+    char *sidecar; /* staging sidecar */
+    bool materialized;
+    struct om_writer_base base;
+    uint64_t size;
+    struct timespec mtime;
+    bool dirty;     /* changed since the last commit */
+    uint64_t changes;        /* counts writes, truncates and metadata changes */
+    uint64_t failed_changes; /* changes at the last failed commit (kept in recovery) */
+    bool committed; /* a commit succeeded at least once */
+    bool committing;
+    bool working; /* a worker is hashing this writer's parts */
+    bool aborting; /* the upload is being abandoned: start no part */
+    bool part_failed;
+    int inflight;
+    struct part **parts;
+    int nparts, cap;
+    char *upload_id;
+    uint32_t meta_version, upload_meta_version;
+    struct om_file_meta meta;
+    /* MD5 of [0, md5_upto), fed part by part while parts go out in order */
+    struct om_digest md5;
+    bool md5_valid;
+    uint64_t md5_upto;
+    struct om_commit_result last;
+    char *recovery; /* recovery entry of the last failed commit */
+    bool pushing;   /* uploading a recovery file: it stays where it is on failure */
+    bool discarded; /* unlinked while open: nothing more to upload */
+    char last_error[256];
+};
+
+struct om_writers {
+    struct om_s3 *s3;
+    struct om_writers_config cfg;
+    char *cache_dir, *staging_dir, *recovery_dir, *bucket, *endpoint;
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    struct om_htable table;
+    struct om_writer **queue;
+    int qlen, qcap;
+    bool stopping;
+    pthread_t workers[WORKERS];
+    int nworkers;
+    struct om_writers_stats st;
+};
+
+/* writer.c; callers hold w->lock */
+void wi_schedule(struct om_writer *w);
+int wi_layout(struct om_writer *w);
+int wi_prepare_write(struct om_writer *w);
+/* no lock; the writer is no longer reachable */
+void wi_writer_destroy(struct om_writer *w);
+
+/* commit.c; no lock held */
+void wi_abort_upload(struct om_writer *w);
+
+/* staging.c */
+int wi_mkdir_p(const char *path, mode_t mode);
+int wi_write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,
+                     const char *state, const char *md5hex);
+void wi_recover_leftovers(struct om_writers *ws);
+int wi_staging_create(struct om_writers *ws, struct om_writer *w);
+/* caller holds w->lock */
+void wi_keep_in_recovery(struct om_writer *w);
+
+#endif
