@@ -14,21 +14,7 @@
 #include "objmount/log.h"
 #include "objmount/sigv4.h"
 #include "objmount/url.h"
-
-struct om_s3 {
-    struct om_http *http;
-    bool https;
-    int port;
-    char *host;   /* endpoint host, without port */
-    char *prefix; /* endpoint path prefix without trailing '/', "" when none */
-    char *bucket;
-    bool vhost;
-    bool aws;
-    bool sign_payload;
-    struct om_creds creds;
-    pthread_mutex_t lock; /* guards region and host (they change on region redirects) */
-    char region[64];
-};
+#include "s3_int.h"
 
 /* ---- the errno table ---- */
 
@@ -379,7 +365,7 @@ static int hook_error_code(void *ud, const char *body, size_t len, char *code, s
 
 /* ---- calls ---- */
 
-static int call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method, const char *op,
+int si_call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method, const char *op,
                      const char *key, const char *query)
 {
     memset(c, 0, sizeof(*c));
@@ -399,14 +385,14 @@ static int call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method,
     return c->req.url ? 0 : -ENOMEM;
 }
 
-static void call_cleanup(struct om_s3_call *c)
+void si_call_cleanup(struct om_s3_call *c)
 {
     om_http_req_cleanup(&c->req);
 }
 
 /* Payload hash for a body: SHA-256 of memory bodies; file bodies are
  * UNSIGNED-PAYLOAD (Content-MD5 guards them) unless sign_payload is set. */
-static int call_set_body(struct om_s3_call *c, const struct om_http_body *body)
+int si_call_set_body(struct om_s3_call *c, const struct om_http_body *body)
 {
     c->req.body = *body;
     unsigned char h[OM_SHA256_LEN];
@@ -427,7 +413,7 @@ static int call_set_body(struct om_s3_call *c, const struct om_http_body *body)
 }
 
 /* Turn a finished request into 0 or -errno, filling err. */
-static int call_result(struct om_s3_call *c, struct om_s3_error *err)
+int si_call_result(struct om_s3_call *c, struct om_s3_error *err)
 {
     struct om_http_req *r = &c->req;
     struct om_s3_error local;
@@ -454,7 +440,7 @@ static int call_result(struct om_s3_call *c, struct om_s3_error *err)
 }
 
 /* A 2xx answer that carries an <Error> (CompleteMultipartUpload, CopyObject). */
-static int body_error(struct om_s3_call *c, struct om_s3_error *err)
+int si_body_error(struct om_s3_call *c, struct om_s3_error *err)
 {
     struct om_s3_error local;
     if (!err)
@@ -468,13 +454,13 @@ static int body_error(struct om_s3_call *c, struct om_s3_error *err)
     return 0;
 }
 
-static int call_perform(struct om_s3_call *c, struct om_s3_error *err)
+int si_call_perform(struct om_s3_call *c, struct om_s3_error *err)
 {
     om_http_perform(c->s3->http, &c->req);
-    return call_result(c, err);
+    return si_call_result(c, err);
 }
 
-static void copy_etag(const char *src, char *dst)
+void si_copy_etag(const char *src, char *dst)
 {
     if (!dst)
         return;
@@ -518,7 +504,7 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
     }
     if ((v = om_headers_get(h, "Last-Modified")))
         om_parse_http_date(v, &obj->mtime);
-    copy_etag(om_headers_get(h, "ETag"), obj->etag);
+    si_copy_etag(om_headers_get(h, "ETag"), obj->etag);
     if ((v = om_headers_get(h, "Content-Type")))
         om_strlcpy(obj->content_type, v, sizeof(obj->content_type));
     /* s3fs-fuse writes mode in decimal; accept octal with a leading 0 too */
@@ -537,7 +523,7 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
     }
 }
 
-static int add_put_opts(struct om_http_req *r, const struct om_s3_put_opts *opts)
+int si_add_put_opts(struct om_http_req *r, const struct om_s3_put_opts *opts)
 {
     int rc = 0;
     if (!opts)
@@ -551,7 +537,7 @@ static int add_put_opts(struct om_http_req *r, const struct om_s3_put_opts *opts
     return rc;
 }
 
-static int add_md5(struct om_http_req *r, const unsigned char md5[OM_MD5_LEN])
+int si_add_md5(struct om_http_req *r, const unsigned char md5[OM_MD5_LEN])
 {
     char b64[25];
     om_base64(md5, OM_MD5_LEN, b64);
@@ -572,7 +558,7 @@ static bool is_md5_hex(const char *etag)
 /* A returned ETag that is an MD5 must be the MD5 that was sent: anything else
  * means the server stored other bytes. Servers whose ETags are not MD5s
  * (AIStore may do this) are checked by size after commit instead. */
-static int check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], const char *op,
+int si_check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], const char *op,
                           const char *key, struct om_s3_error *err)
 {
     char want[2 * OM_MD5_LEN + 1];
@@ -592,12 +578,12 @@ int om_s3_head(struct om_s3 *s3, const char *key, struct om_s3_object *obj,
                struct om_s3_error *err)
 {
     struct om_s3_call c;
-    int rc = call_init(&c, s3, "HEAD", "HeadObject", key, NULL);
+    int rc = si_call_init(&c, s3, "HEAD", "HeadObject", key, NULL);
     if (!rc)
-        rc = call_perform(&c, err);
+        rc = si_call_perform(&c, err);
     if (!rc && obj)
         om_s3_object_from_headers(&c.req.resp_headers, obj);
-    call_cleanup(&c);
+    si_call_cleanup(&c);
     return rc;
 }
 
@@ -654,7 +640,7 @@ static int get_build(struct om_s3 *s3, struct om_s3_get *g)
     g->error = 0;
     memset(&g->obj, 0, sizeof(g->obj));
     memset(&g->err, 0, sizeof(g->err));
-    int rc = call_init(&g->call, s3, "GET", "GetObject", g->key, NULL);
+    int rc = si_call_init(&g->call, s3, "GET", "GetObject", g->key, NULL);
     if (!rc)
         rc = om_headers_addf(&g->call.req.headers, "Range", "bytes=%" PRIu64 "-%" PRIu64, g->off,
                              g->off + g->len - 1);
@@ -668,13 +654,13 @@ static int get_build(struct om_s3 *s3, struct om_s3_get *g)
 static void get_finish(struct om_s3_get *g)
 {
     struct om_s3_call *c = &g->call;
-    int rc = call_result(c, &g->err);
+    int rc = si_call_result(c, &g->err);
     if (rc == -ERANGE && c->req.status == 416) {
         /* the range starts at or past the end: end of object */
         om_s3_object_from_headers(&c->req.resp_headers, &g->obj);
         g->got = 0;
         g->error = 0;
-        call_cleanup(c);
+        si_call_cleanup(c);
         return;
     }
     if (!rc) {
@@ -697,7 +683,7 @@ static void get_finish(struct om_s3_get *g)
         }
     }
     g->error = rc;
-    call_cleanup(c);
+    si_call_cleanup(c);
 }
 
 static void get_done(struct om_http_req *req, void *ud)
@@ -714,7 +700,7 @@ int om_s3_get_submit(struct om_s3 *s3, struct om_s3_get *g)
     if (!rc)
         rc = om_http_submit(s3->http, &g->call.req, get_done, g);
     if (rc)
-        call_cleanup(&g->call);
+        si_call_cleanup(&g->call);
     return rc;
 }
 
@@ -732,7 +718,7 @@ ssize_t om_s3_get_range(struct om_s3 *s3, const char *key, uint64_t off, uint64_
     struct om_s3_get g = {.key = key, .off = off, .len = len, .if_match = if_match, .buf = buf};
     int rc = get_build(s3, &g);
     if (rc) {
-        call_cleanup(&g.call);
+        si_call_cleanup(&g.call);
         return rc;
     }
     om_http_perform(s3->http, &g.call.req);
@@ -751,40 +737,40 @@ int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body
               char *etag, struct om_s3_error *err)
 {
     struct om_s3_call c;
-    int rc = call_init(&c, s3, "PUT", "PutObject", key, NULL);
+    int rc = si_call_init(&c, s3, "PUT", "PutObject", key, NULL);
     if (!rc)
-        rc = call_set_body(&c, body);
+        rc = si_call_set_body(&c, body);
     if (!rc)
-        rc = add_md5(&c.req, md5);
+        rc = si_add_md5(&c.req, md5);
     if (!rc)
-        rc = add_put_opts(&c.req, opts);
+        rc = si_add_put_opts(&c.req, opts);
     if (!rc)
-        rc = call_perform(&c, err);
+        rc = si_call_perform(&c, err);
     char got[OM_ETAG_MAX];
     if (!rc) {
-        copy_etag(om_headers_get(&c.req.resp_headers, "ETag"), got);
-        rc = check_md5_etag(got, md5, "PutObject", key, err);
+        si_copy_etag(om_headers_get(&c.req.resp_headers, "ETag"), got);
+        rc = si_check_md5_etag(got, md5, "PutObject", key, err);
         if (etag)
             om_strlcpy(etag, got, OM_ETAG_MAX);
     }
     if (rc == -ESTALE && opts && opts->if_none_match)
         rc = -EEXIST;
-    call_cleanup(&c);
+    si_call_cleanup(&c);
     return rc;
 }
 
 int om_s3_delete(struct om_s3 *s3, const char *key, struct om_s3_error *err)
 {
     struct om_s3_call c;
-    int rc = call_init(&c, s3, "DELETE", "DeleteObject", key, NULL);
+    int rc = si_call_init(&c, s3, "DELETE", "DeleteObject", key, NULL);
     if (!rc)
-        rc = call_perform(&c, err);
-    call_cleanup(&c);
+        rc = si_call_perform(&c, err);
+    si_call_cleanup(&c);
     return rc;
 }
 
 /* "/bucket/key", encoded, as x-amz-copy-source wants it. */
-static int copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
+int si_copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
 {
     int rc = om_buf_puts(src, "/");
     if (!rc)
@@ -801,9 +787,9 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
 {
     struct om_s3_call c;
     struct om_buf src = {0};
-    int rc = call_init(&c, s3, "PUT", "CopyObject", dst_key, NULL);
+    int rc = si_call_init(&c, s3, "PUT", "CopyObject", dst_key, NULL);
     if (!rc)
-        rc = copy_source(s3, src_key, &src);
+        rc = si_copy_source(s3, src_key, &src);
     if (!rc)
         rc = om_headers_add(&c.req.headers, "x-amz-copy-source", src.data);
     if (!rc)
@@ -811,293 +797,23 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
     if (!rc && if_match && *if_match)
         rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-if-match", "\"%s\"", if_match);
     if (!rc)
-        rc = add_put_opts(&c.req, opts);
+        rc = si_add_put_opts(&c.req, opts);
     c.req.body = (struct om_http_body){.kind = OM_BODY_MEM, .mem = "", .len = 0};
     if (!rc)
-        rc = call_perform(&c, err);
+        rc = si_call_perform(&c, err);
     if (!rc)
-        rc = body_error(&c, err);
+        rc = si_body_error(&c, err);
     if (!rc && etag) {
         char *t = om_xml_find_text(c.req.resp_body.data, c.req.resp_body.len, "ETag");
-        copy_etag(t, etag);
+        si_copy_etag(t, etag);
         free(t);
     }
     om_buf_free(&src);
-    call_cleanup(&c);
+    si_call_cleanup(&c);
     return rc;
 }
 
-/* ---- multipart ---- */
-
-int om_s3_mpu_create(struct om_s3 *s3, const char *key, const struct om_s3_put_opts *opts,
-                     char **upload_id, struct om_s3_error *err)
-{
-    struct om_s3_call c;
-    *upload_id = NULL;
-    int rc = call_init(&c, s3, "POST", "CreateMultipartUpload", key, "uploads=");
-    if (!rc)
-        rc = add_put_opts(&c.req, opts);
-    if (!rc)
-        rc = call_perform(&c, err);
-    if (!rc)
-        rc = body_error(&c, err);
-    if (!rc) {
-        *upload_id = om_xml_find_text(c.req.resp_body.data, c.req.resp_body.len, "UploadId");
-        if (!*upload_id || !**upload_id) {
-            free(*upload_id);
-            *upload_id = NULL;
-            rc = -EBADMSG;
-            if (err)
-                snprintf(err->message, sizeof(err->message), "no UploadId in the answer");
-        }
-    }
-    call_cleanup(&c);
-    return rc;
-}
-
-static int part_build(struct om_s3 *s3, struct om_s3_part_put *p)
-{
-    struct om_buf q = {0};
-    p->error = 0;
-    p->etag[0] = '\0';
-    memset(&p->err, 0, sizeof(p->err));
-    int rc = om_buf_printf(&q, "partNumber=%d&uploadId=", p->number);
-    if (!rc)
-        rc = om_uri_encode(&q, p->upload_id, strlen(p->upload_id), false);
-    if (!rc)
-        rc = call_init(&p->call, s3, "PUT", "UploadPart", p->key, q.data);
-    om_buf_free(&q);
-    if (!rc)
-        rc = call_set_body(&p->call, &p->body);
-    if (!rc)
-        rc = add_md5(&p->call.req, p->md5);
-    p->call.op = p;
-    return rc;
-}
-
-static void part_finish(struct om_s3_part_put *p)
-{
-    int rc = call_result(&p->call, &p->err);
-    if (!rc) {
-        copy_etag(om_headers_get(&p->call.req.resp_headers, "ETag"), p->etag);
-        if (!p->etag[0]) {
-            rc = -EBADMSG;
-            snprintf(p->err.message, sizeof(p->err.message), "part %d: no ETag in the answer",
-                     p->number);
-        } else {
-            rc = check_md5_etag(p->etag, p->md5, "UploadPart", p->key, &p->err);
-        }
-    }
-    p->error = rc;
-    call_cleanup(&p->call);
-}
-
-static void part_done(struct om_http_req *req, void *ud)
-{
-    (void)req;
-    struct om_s3_part_put *p = ud;
-    part_finish(p);
-    p->done(p);
-}
-
-int om_s3_part_submit(struct om_s3 *s3, struct om_s3_part_put *p)
-{
-    int rc = part_build(s3, p);
-    if (!rc)
-        rc = om_http_submit(s3->http, &p->call.req, part_done, p);
-    if (rc)
-        call_cleanup(&p->call);
-    return rc;
-}
-
-void om_s3_part_cancel(struct om_s3 *s3, struct om_s3_part_put *p)
-{
-    om_http_cancel(s3->http, &p->call.req);
-}
-
-int om_s3_mpu_part(struct om_s3 *s3, struct om_s3_part_put *p)
-{
-    int rc = part_build(s3, p);
-    if (rc) {
-        call_cleanup(&p->call);
-        return rc;
-    }
-    om_http_perform(s3->http, &p->call.req);
-    part_finish(p);
-    return p->error;
-}
-
-void om_s3_multipart_etag(const unsigned char (*part_md5)[OM_MD5_LEN], int n,
-                          char out[OM_ETAG_MAX])
-{
-    struct om_digest d;
-    unsigned char sum[OM_MD5_LEN];
-    out[0] = '\0';
-    if (om_digest_init(&d, OM_DIGEST_MD5))
-        return;
-    for (int i = 0; i < n; i++)
-        om_digest_update(&d, part_md5[i], OM_MD5_LEN);
-    if (om_digest_final(&d, sum))
-        return;
-    om_hex(sum, OM_MD5_LEN, out);
-    snprintf(out + 32, OM_ETAG_MAX - 32, "-%d", n);
-}
-
-/* Does the upload still exist? 1 yes, 0 no (NoSuchUpload), or -errno. */
-static int upload_exists(struct om_s3 *s3, const char *key, const char *upload_id)
-{
-    struct om_buf q = {0};
-    struct om_s3_call c;
-    int rc = om_buf_puts(&q, "max-parts=1&uploadId=");
-    if (!rc)
-        rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
-    if (!rc)
-        rc = call_init(&c, s3, "GET", "ListParts", key, q.data);
-    om_buf_free(&q);
-    if (rc)
-        return rc;
-    struct om_s3_error err;
-    rc = call_perform(&c, &err);
-    call_cleanup(&c);
-    if (rc == 0)
-        return 1;
-    if (rc == -ENOENT)
-        return 0;
-    return rc;
-}
-
-int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
-                       const struct om_s3_part *parts, int nparts, char *etag,
-                       struct om_s3_error *err)
-{
-    struct om_buf body = {0}, q = {0};
-    int rc = om_buf_puts(&body, "<CompleteMultipartUpload>");
-    for (int i = 0; i < nparts && !rc; i++)
-        rc = om_buf_printf(&body, "<Part><PartNumber>%d</PartNumber><ETag>\"%s\"</ETag></Part>",
-                           parts[i].number, parts[i].etag);
-    if (!rc)
-        rc = om_buf_puts(&body, "</CompleteMultipartUpload>");
-    if (!rc)
-        rc = om_buf_puts(&q, "uploadId=");
-    if (!rc)
-        rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
-    if (rc) {
-        om_buf_free(&body);
-        om_buf_free(&q);
-        return rc;
-    }
-    enum { ATTEMPTS = 4 };
-    for (int attempt = 1;; attempt++) {
-        struct om_s3_call c;
-        rc = call_init(&c, s3, "POST", "CompleteMultipartUpload", key, q.data);
-        if (!rc) {
-            c.req.idempotent = false;
-            c.req.max_body = 1 << 20;
-            struct om_http_body b = {.kind = OM_BODY_MEM, .mem = body.data, .len = body.len};
-            rc = call_set_body(&c, &b);
-        }
-        if (!rc)
-            rc = om_headers_add(&c.req.headers, "Content-Type", "application/xml");
-        if (!rc)
-            rc = call_perform(&c, err);
-        if (!rc)
-            rc = body_error(&c, err);
-        if (!rc && etag) {
-            char *t = om_xml_find_text(c.req.resp_body.data, c.req.resp_body.len, "ETag");
-            copy_etag(t, etag);
-            free(t);
-        }
-        long status = c.req.status;
-        call_cleanup(&c);
-        bool transient = rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EHOSTUNREACH ||
-                         (rc == -EIO && (status == 0 || status >= 500));
-        if (rc == 0 || !transient || attempt >= ATTEMPTS)
-            break;
-        /* Before sending Complete again, see what the server holds. */
-        double rnd = 0.5 + (double)(om_now_ns() % 1000) / 2000.0;
-        usleep((useconds_t)om_http_backoff_ms(200, 5000, attempt, rnd) * 1000);
-        int exists = upload_exists(s3, key, upload_id);
-        if (exists == 0) {
-            struct om_s3_object obj;
-            if (om_s3_head(s3, key, &obj, NULL) == 0) {
-                om_info("CompleteMultipartUpload %s: the first attempt took effect", key);
-                if (etag)
-                    om_strlcpy(etag, obj.etag, OM_ETAG_MAX);
-                rc = 0;
-            } else {
-                rc = -EIO;
-                if (err)
-                    snprintf(err->message, sizeof(err->message),
-                             "upload %s vanished without an object", upload_id);
-            }
-            break;
-        }
-        om_info("CompleteMultipartUpload %s failed (%s); upload still open, sending again", key,
-                strerror(-rc));
-    }
-    om_buf_free(&body);
-    om_buf_free(&q);
-    return rc;
-}
-
-int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
-                    struct om_s3_error *err)
-{
-    struct om_buf q = {0};
-    struct om_s3_call c;
-    int rc = om_buf_puts(&q, "uploadId=");
-    if (!rc)
-        rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
-    if (!rc)
-        rc = call_init(&c, s3, "DELETE", "AbortMultipartUpload", key, q.data);
-    om_buf_free(&q);
-    if (rc)
-        return rc;
-    rc = call_perform(&c, err);
-    call_cleanup(&c);
-    return rc;
-}
-
-int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
-                    const char *src_key, uint64_t first, uint64_t last, const char *if_match,
-                    char *etag, struct om_s3_error *err)
-{
-    struct om_buf q = {0}, src = {0};
-    struct om_s3_call c;
-    int rc = om_buf_printf(&q, "partNumber=%d&uploadId=", number);
-    if (!rc)
-        rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
-    if (!rc)
-        rc = call_init(&c, s3, "PUT", "UploadPartCopy", key, q.data);
-    om_buf_free(&q);
-    if (rc)
-        return rc;
-    rc = copy_source(s3, src_key, &src);
-    if (!rc)
-        rc = om_headers_add(&c.req.headers, "x-amz-copy-source", src.data);
-    if (!rc)
-        rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-range",
-                             "bytes=%" PRIu64 "-%" PRIu64, first, last);
-    if (!rc && if_match && *if_match)
-        rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-if-match", "\"%s\"", if_match);
-    c.req.body = (struct om_http_body){.kind = OM_BODY_MEM, .mem = "", .len = 0};
-    if (!rc)
-        rc = call_perform(&c, err);
-    if (!rc)
-        rc = body_error(&c, err);
-    if (!rc) {
-        char *t = om_xml_find_text(c.req.resp_body.data, c.req.resp_body.len, "ETag");
-        copy_etag(t, etag);
-        free(t);
-        if (!etag || !etag[0])
-            rc = -EBADMSG;
-    }
-    om_buf_free(&src);
-    call_cleanup(&c);
-    return rc;
-}
-
-static int add_param(struct om_buf *q, const char *name, const char *value)
+int si_add_param(struct om_buf *q, const char *name, const char *value)
 {
     if (!value || !*value)
         return 0;
@@ -1105,280 +821,3 @@ static int add_param(struct om_buf *q, const char *name, const char *value)
     return rc ? rc : om_uri_encode(q, value, strlen(value), false);
 }
 
-int om_s3_mpu_list(struct om_s3 *s3, const char *prefix, om_upload_cb cb, void *ud,
-                   struct om_s3_error *err)
-{
-    char *key_marker = NULL, *id_marker = NULL;
-    int rc = 0;
-    for (;;) {
-        struct om_buf q = {0};
-        rc = om_buf_puts(&q, "uploads=");
-        if (!rc)
-            rc = add_param(&q, "prefix", prefix);
-        if (!rc)
-            rc = add_param(&q, "key-marker", key_marker);
-        if (!rc)
-            rc = add_param(&q, "upload-id-marker", id_marker);
-        struct om_s3_call c;
-        if (!rc)
-            rc = call_init(&c, s3, "GET", "ListMultipartUploads", NULL, q.data);
-        om_buf_free(&q);
-        if (rc)
-            break;
-        c.req.max_body = 64u << 20;
-        rc = call_perform(&c, err);
-        bool truncated = false;
-        free(key_marker);
-        free(id_marker);
-        key_marker = id_marker = NULL;
-        if (!rc)
-            rc = om_xml_parse_uploads(c.req.resp_body.data, c.req.resp_body.len, cb, ud,
-                                      &truncated, &key_marker, &id_marker);
-        call_cleanup(&c);
-        if (rc || !truncated || !key_marker || !*key_marker)
-            break;
-    }
-    free(key_marker);
-    free(id_marker);
-    return rc;
-}
-
-/* ---- listing ---- */
-
-struct list_ctx {
-    om_list_cb cb;
-    void *ud;
-    uint64_t reported;
-    struct om_list_parser *parser;
-    int error;
-};
-
-static int list_entry(void *ud, const struct om_list_entry *e)
-{
-    struct list_ctx *l = ud;
-    l->reported++;
-    return l->cb(l->ud, e);
-}
-
-static int list_sink_data(void *ud, const char *p, size_t n)
-{
-    struct list_ctx *l = ud;
-    if (!l->parser) {
-        l->parser = om_list_parser_new(list_entry, l, l->reported);
-        if (!l->parser)
-            return -ENOMEM;
-    }
-    return om_list_parser_feed(l->parser, p, n);
-}
-
-static void list_sink_reset(void *ud)
-{
-    struct list_ctx *l = ud;
-    om_list_parser_free(l->parser);
-    l->parser = NULL;
-}
-
-static int list_query(const struct om_s3_list_params *p, struct om_buf *q)
-{
-    int rc = om_buf_puts(q, "list-type=2");
-    if (!rc)
-        rc = add_param(q, "prefix", p->prefix);
-    if (!rc)
-        rc = add_param(q, "delimiter", p->delimiter);
-    if (!rc)
-        rc = add_param(q, "start-after", p->start_after);
-    if (!rc)
-        rc = add_param(q, "continuation-token", p->continuation);
-    if (!rc && p->max_keys > 0)
-        rc = om_buf_printf(q, "&max-keys=%d", p->max_keys);
-    return rc;
-}
-
-static int list_build(struct om_s3 *s3, struct om_s3_call *c, struct list_ctx *l,
-                      const struct om_s3_list_params *p)
-{
-    struct om_buf q = {0};
-    int rc = list_query(p, &q);
-    if (!rc)
-        rc = call_init(c, s3, "GET", "ListObjectsV2", NULL, q.data);
-    om_buf_free(&q);
-    if (!rc)
-        c->req.sink = (struct om_http_sink){list_sink_data, list_sink_reset, l};
-    return rc;
-}
-
-/* After the request: 0 or -errno; *next_token as for om_s3_list_page. */
-static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_token,
-                       struct om_s3_error *err)
-{
-    int rc = call_result(c, err);
-    if (!rc && !l->parser) /* an empty 2xx body */
-        rc = -EBADMSG;
-    bool stopped = !rc && om_list_parser_stopped(l->parser);
-    if (!rc)
-        rc = om_list_parser_finish(l->parser);
-    if (!rc && om_list_parser_is_error(l->parser))
-        rc = -EIO;
-    if (rc == -EBADMSG && err)
-        snprintf(err->message, sizeof(err->message), "malformed ListObjectsV2 answer");
-    if (!rc && !stopped && next_token && om_list_parser_truncated(l->parser)) {
-        const char *t = om_list_parser_next_token(l->parser);
-        if (!t || !*t) {
-            rc = -EBADMSG;
-            if (err)
-                snprintf(err->message, sizeof(err->message),
-                         "truncated listing without NextContinuationToken");
-        } else if (!(*next_token = strdup(t))) {
-            rc = -ENOMEM;
-        }
-    }
-    om_list_parser_free(l->parser);
-    l->parser = NULL;
-    return rc;
-}
-
-int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                    char **next_token, struct om_s3_error *err)
-{
-    if (next_token)
-        *next_token = NULL;
-    struct om_s3_call c;
-    struct list_ctx l = {.cb = cb, .ud = ud};
-    int rc = list_build(s3, &c, &l, p);
-    if (!rc) {
-        om_http_perform(s3->http, &c.req);
-        rc = list_finish(&c, &l, next_token, err);
-    }
-    call_cleanup(&c);
-    return rc;
-}
-
-/* ---- lookup: HEAD key and LIST key/ at once ---- */
-
-struct pair_wait {
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    int pending;
-};
-
-static void pair_done(struct om_http_req *req, void *ud)
-{
-    (void)req;
-    struct pair_wait *w = ud;
-    pthread_mutex_lock(&w->m);
-    w->pending--;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->m);
-}
-
-static int first_entry(void *ud, const struct om_list_entry *e)
-{
-    (void)e;
-    *(bool *)ud = true;
-    return OM_LIST_STOP;
-}
-
-int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
-                 struct om_s3_error *err)
-{
-    memset(out, 0, sizeof(*out));
-    char *prefix = NULL;
-    if (asprintf(&prefix, "%s/", key) < 0)
-        return -ENOMEM;
-    struct om_s3_call head, list;
-    struct list_ctx l = {.cb = first_entry, .ud = &out->is_dir};
-    struct om_s3_list_params p = {.prefix = prefix, .max_keys = 1};
-    int rc = call_init(&head, s3, "HEAD", "HeadObject", key, NULL);
-    int rl = list_build(s3, &list, &l, &p);
-    free(prefix);
-    struct pair_wait w = {.pending = 0};
-    pthread_mutex_init(&w.m, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    if (!rc && !rl) {
-        w.pending = 2;
-        if ((rc = om_http_submit(s3->http, &head.req, pair_done, &w)) != 0)
-            w.pending--;
-        if ((rl = om_http_submit(s3->http, &list.req, pair_done, &w)) != 0)
-            w.pending--;
-        pthread_mutex_lock(&w.m);
-        while (w.pending > 0)
-            pthread_cond_wait(&w.cv, &w.m);
-        pthread_mutex_unlock(&w.m);
-    }
-    struct om_s3_error herr, lerr;
-    if (!rc)
-        rc = call_result(&head, &herr);
-    if (!rl)
-        rl = list_finish(&list, &l, NULL, &lerr);
-    else
-        om_list_parser_free(l.parser);
-    if (!rc) {
-        out->is_file = true;
-        om_s3_object_from_headers(&head.req.resp_headers, &out->obj);
-    }
-    call_cleanup(&head);
-    call_cleanup(&list);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.m);
-    if (rl == 0 && out->is_dir)
-        return 0; /* a directory wins over a file of the same name */
-    if (rc == 0 && (rl == 0 || rl == -ENOENT))
-        return 0;
-    if (rc == -ENOENT && rl == 0)
-        return -ENOENT;
-    /* a real failure on either side */
-    int e = rc && rc != -ENOENT ? rc : rl;
-    if (err)
-        *err = rc && rc != -ENOENT ? herr : lerr;
-    out->is_file = false;
-    return e;
-}
-
-int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
-                   void *ud, struct om_s3_error *err)
-{
-    char *token = NULL;
-    int rc;
-    do {
-        struct om_s3_list_params p = {
-            .prefix = prefix, .delimiter = delimiter, .continuation = token};
-        char *next = NULL;
-        rc = om_s3_list_page(s3, &p, cb, ud, &next, err);
-        free(token);
-        token = next;
-    } while (!rc && token);
-    free(token);
-    return rc;
-}
-
-static int count_entry(void *ud, const struct om_list_entry *e)
-{
-    (void)e;
-    (*(uint64_t *)ud)++;
-    return 0;
-}
-
-int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err)
-{
-    struct om_s3_call c;
-    int rc = call_init(&c, s3, "GET", "ListObjectsV2", NULL, "list-type=2&max-keys=1");
-    if (rc)
-        return rc;
-    c.req.max_body = 16u << 20; /* AIStore may ignore max-keys */
-    uint64_t n = 0;
-    struct list_ctx l = {.cb = count_entry, .ud = &n};
-    c.req.sink = (struct om_http_sink){list_sink_data, list_sink_reset, &l};
-    rc = call_perform(&c, err);
-    if (skew_s) {
-        *skew_s = 0;
-        const char *d = om_headers_get(&c.req.resp_headers, "Date");
-        time_t server;
-        if (d && om_parse_http_date(d, &server) == 0)
-            *skew_s = (long)(server - time(NULL));
-    }
-    if (!rc && l.parser)
-        rc = om_list_parser_finish(l.parser);
-    om_list_parser_free(l.parser);
-    call_cleanup(&c);
-    return rc;
-}
