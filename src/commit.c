@@ -413,19 +413,7 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
     /* the file is the caller's: writer_destroy must not delete it */
     free(w->path);
     w->path = NULL;
-    pthread_mutex_lock(&w->lock);
-    while (w->inflight > 0 || w->working)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
-    /* a worker may still hold the queue's reference for a moment */
-    for (;;) {
-        pthread_mutex_lock(&ws->lock);
-        int refs = w->refs;
-        pthread_mutex_unlock(&ws->lock);
-        if (refs <= 1)
-            break;
-        usleep(1000);
-    }
+    wi_drain(w);
     if (w->upload_id)
         wi_abort_upload(w);
     wi_writer_destroy(w);

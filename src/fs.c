@@ -247,32 +247,64 @@ static struct om_writer *writer_with_data(struct om_fs *fs, struct fh *h)
     return w;
 }
 
+/* Reply with iovecs straight from the pool's buffers: no copy, no
+ * per-read allocation. */
+static void reply_view(fuse_req_t req, const struct om_read_view *v)
+{
+    struct fuse_bufvec one = FUSE_BUFVEC_INIT(0), *bv = &one;
+    if (v->n > 1) {
+        bv = calloc(1, sizeof(*bv) + (size_t)(v->n - 1) * sizeof(bv->buf[0]));
+        if (!bv)
+            return (void)fuse_reply_err(req, ENOMEM);
+    }
+    bv->count = (size_t)(v->n > 0 ? v->n : 1);
+    bv->idx = 0;
+    bv->off = 0;
+    for (int i = 0; i < v->n; i++) {
+        bv->buf[i] = (struct fuse_buf){
+            .size = v->iov[i].iov_len, .flags = 0, .mem = v->iov[i].iov_base, .fd = -1};
+    }
+    fuse_reply_data(req, bv, FUSE_BUF_NO_SPLICE);
+    if (bv != &one)
+        free(bv);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)ino;
     struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    char *buf = malloc(size ? size : 1);
-    if (!buf)
-        return (void)fuse_reply_err(req, ENOMEM);
-    ssize_t n = -EAGAIN;
     struct om_writer *w = writer_with_data(fs, h);
     if (w) {
         /* read-your-writes: the staging file holds the bytes */
-        n = om_writer_read(w, buf, size, (uint64_t)off);
+        char *buf = malloc(size ? size : 1);
+        ssize_t n = buf ? om_writer_read(w, buf, size, (uint64_t)off) : -ENOMEM;
         om_writer_release(w);
+        if (n >= 0)
+            fuse_reply_buf(req, buf, (size_t)n);
+        free(buf);
+        if (n >= 0)
+            return;
+        if (n != -EAGAIN)
+            return reply_error(req, (int)n);
     }
-    if (n == -EAGAIN) {
-        if (!h->reader)
-            h->reader = om_reader_open(fs->readers, h->key, h->size, h->etag);
-        n = h->reader ? om_reader_read(h->reader, buf, size, (uint64_t)off) : -ENOMEM;
-    }
+    if (!h->reader)
+        h->reader = om_reader_open(fs->readers, h->key, h->size, h->etag);
+    if (!h->reader)
+        return (void)fuse_reply_err(req, ENOMEM);
+    /* Once the reply is out the kernel may release the file at once: h can be
+     * freed under us. The reader survives until its view is done (close
+     * waits for views), so only r is used after replying. */
+    struct om_reader *r = h->reader;
+    struct om_read_view v;
+    ssize_t n = om_reader_view(r, size, (uint64_t)off, &v);
     if (n < 0)
-        reply_error(req, (int)n);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+        return reply_error(req, (int)n);
+    if (n == 0)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    reply_view(req, &v);
+    om_reader_view_done(r, &v);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include "objmount/log.h"
 #include "objmount/util.h"
@@ -26,7 +27,7 @@
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
 
-struct seg {
+struct om_read_seg {
     struct om_reader *r;
     uint64_t off, len;
     char *buf;
@@ -37,8 +38,8 @@ struct seg {
     bool dead; /* no longer in the reader's list; freed when the GET ends */
     bool in_lru;
     bool prefetch;
-    struct seg *next; /* reader list, by offset */
-    struct seg *lru_prev, *lru_next;
+    struct om_read_seg *next; /* reader list, by offset */
+    struct om_read_seg *lru_prev, *lru_next;
     struct om_s3_get get;
 };
 
@@ -49,7 +50,7 @@ struct om_readers {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint64_t used;
-    struct seg *lru_head, *lru_tail; /* oldest first */
+    struct om_read_seg *lru_head, *lru_tail; /* oldest first */
     struct om_readers_stats st;
 };
 
@@ -58,19 +59,20 @@ struct om_reader {
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
-    struct seg *segs;
+    struct om_read_seg *segs;
     int nsegs;
     uint64_t pos;    /* end of the last read */
     uint64_t ahead;  /* sequential frontier: data is requested up to here */
     uint64_t window; /* current prefetch window */
     uint64_t streak; /* sequential bytes read since the window last grew */
     int loading;     /* GETs in flight */
+    int views;       /* views not yet done: close waits for them */
     bool closing;
 };
 
 /* ---- pool ---- */
 
-static void lru_remove(struct om_readers *rs, struct seg *s)
+static void lru_remove(struct om_readers *rs, struct om_read_seg *s)
 {
     if (!s->in_lru)
         return;
@@ -86,7 +88,7 @@ static void lru_remove(struct om_readers *rs, struct seg *s)
     s->in_lru = false;
 }
 
-static void lru_push(struct om_readers *rs, struct seg *s)
+static void lru_push(struct om_readers *rs, struct om_read_seg *s)
 {
     if (s->in_lru || s->dead || s->pins > 0 || s->state != SEG_READY)
         return;
@@ -100,7 +102,7 @@ static void lru_push(struct om_readers *rs, struct seg *s)
     s->in_lru = true;
 }
 
-static void seg_release_memory(struct om_readers *rs, struct seg *s)
+static void seg_release_memory(struct om_readers *rs, struct om_read_seg *s)
 {
     if (s->buf) {
         munmap(s->buf, s->maplen);
@@ -112,10 +114,10 @@ static void seg_release_memory(struct om_readers *rs, struct seg *s)
 
 /* Take s out of its reader's list. Frees it unless a GET is still writing
  * into it (then it is freed when the GET ends). */
-static void seg_drop(struct om_readers *rs, struct seg *s)
+static void seg_drop(struct om_readers *rs, struct om_read_seg *s)
 {
     struct om_reader *r = s->r;
-    for (struct seg **pp = &r->segs; *pp; pp = &(*pp)->next) {
+    for (struct om_read_seg **pp = &r->segs; *pp; pp = &(*pp)->next) {
         if (*pp == s) {
             *pp = s->next;
             r->nsegs--;
@@ -132,7 +134,7 @@ static void seg_drop(struct om_readers *rs, struct seg *s)
 
 static bool evict_one(struct om_readers *rs)
 {
-    struct seg *s = rs->lru_head;
+    struct om_read_seg *s = rs->lru_head;
     if (!s)
         return false;
     rs->st.evictions++;
@@ -169,7 +171,7 @@ static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
 
 static void on_get_done(struct om_s3_get *g)
 {
-    struct seg *s = g->ud;
+    struct om_read_seg *s = g->ud;
     struct om_reader *r = s->r;
     struct om_readers *rs = r->rs;
     pthread_mutex_lock(&rs->lock);
@@ -204,13 +206,33 @@ static void on_get_done(struct om_s3_get *g)
     pthread_mutex_unlock(&rs->lock);
 }
 
+/* The segment covering off, or NULL. */
+static struct om_read_seg *seg_at(struct om_reader *r, uint64_t off)
+{
+    for (struct om_read_seg *s = r->segs; s && s->off <= off; s = s->next) {
+        if (off < s->off + s->len)
+            return s;
+    }
+    return NULL;
+}
+
+/* Start of the first segment at or after off, or the object size. */
+static uint64_t next_start(struct om_reader *r, uint64_t off)
+{
+    for (struct om_read_seg *s = r->segs; s; s = s->next) {
+        if (s->off >= off)
+            return s->off;
+    }
+    return r->size;
+}
+
 /* Create and start a segment [off, off+len) in a gap of the reader's list.
  * Caller holds the lock. NULL when there is no memory. */
-static struct seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand)
+static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand)
 {
     struct om_readers *rs = r->rs;
     size_t maplen = (size_t)((len + 4095) & ~(uint64_t)4095);
-    struct seg *s = calloc(1, sizeof(*s));
+    struct om_read_seg *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     s->buf = pool_alloc(rs, maplen, demand);
@@ -218,17 +240,22 @@ static struct seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bo
         free(s);
         return NULL;
     }
-    /* pool_alloc may have waited (and others evicted): find the place now */
-    struct seg **pp = &r->segs;
-    while (*pp && (*pp)->off < off)
-        pp = &(*pp)->next;
-    if (*pp && (*pp)->off < off + len) {
-        /* the gap was filled while we waited: give the memory back */
+    /* pool_alloc may have waited while other reads changed the list */
+    struct om_read_seg *there = seg_at(r, off);
+    if (!there && next_start(r, off) < off + len)
+        there = seg_at(r, next_start(r, off));
+    if (there) {
+        /* the gap was (partly) filled meanwhile: give the memory back; a
+         * read that still misses bytes covers them again */
         munmap(s->buf, maplen);
         rs->used -= maplen;
+        pthread_cond_broadcast(&rs->cond);
         free(s);
-        return *pp;
+        return there;
     }
+    struct om_read_seg **pp = &r->segs;
+    while (*pp && (*pp)->off < off)
+        pp = &(*pp)->next;
     s->r = r;
     s->off = off;
     s->len = len;
@@ -261,26 +288,6 @@ static struct seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bo
     return s;
 }
 
-/* The segment covering off, or NULL. */
-static struct seg *seg_at(struct om_reader *r, uint64_t off)
-{
-    for (struct seg *s = r->segs; s && s->off <= off; s = s->next) {
-        if (off < s->off + s->len)
-            return s;
-    }
-    return NULL;
-}
-
-/* Start of the first segment at or after off, or the object size. */
-static uint64_t next_start(struct om_reader *r, uint64_t off)
-{
-    for (struct seg *s = r->segs; s; s = s->next) {
-        if (s->off >= off)
-            return s->off;
-    }
-    return r->size;
-}
-
 /* Cover [off, end) with segments of at most chunk bytes, aligned to align.
  * Returns false when memory ran out (prefetch only). */
 static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chunk, uint64_t align,
@@ -288,7 +295,7 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
 {
     uint64_t at = off;
     while (at < end) {
-        struct seg *s = seg_at(r, at);
+        struct om_read_seg *s = seg_at(r, at);
         if (s) {
             at = s->off + s->len;
             continue;
@@ -298,15 +305,13 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
         if (align > 1) {
             /* widen backwards to the alignment when that space is free */
             uint64_t aligned = at - at % align;
-            struct seg *prev = NULL;
-            for (struct seg *x = r->segs; x && x->off < at; x = x->next)
+            struct om_read_seg *prev = NULL;
+            for (struct om_read_seg *x = r->segs; x && x->off < at; x = x->next)
                 prev = x;
             uint64_t floor = prev ? prev->off + prev->len : 0;
             start = aligned > floor ? aligned : floor;
         }
         uint64_t stop = start + chunk;
-        if (stop < end)
-            stop = end < start + chunk ? end : start + chunk;
         if (align > 1 && stop % align)
             stop += align - stop % align;
         stop = OM_MIN(stop, OM_MIN(limit, r->size));
@@ -373,7 +378,7 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
 /* Cancel prefetches nobody waits for. */
 static void cancel_loading(struct om_reader *r, uint64_t from)
 {
-    for (struct seg *s = r->segs; s; s = s->next) {
+    for (struct om_read_seg *s = r->segs; s; s = s->next) {
         if (s->state == SEG_LOADING && s->off >= from && s->pins == 0)
             om_s3_get_cancel(r->rs->s3, &s->get);
     }
@@ -385,7 +390,9 @@ void om_reader_close(struct om_reader *r)
     pthread_mutex_lock(&rs->lock);
     r->closing = true;
     cancel_loading(r, 0);
-    while (r->loading > 0)
+    /* a reply can end a read before its view is done: the kernel may then
+     * release the file while that thread still holds the view */
+    while (r->loading > 0 || r->views > 0)
         pthread_cond_wait(&rs->cond, &rs->lock);
     while (r->segs)
         seg_drop(rs, r->segs);
@@ -402,9 +409,9 @@ static void drop_behind(struct om_reader *r, uint64_t off)
     uint64_t keep = r->rs->cfg.part_size;
     if (off <= keep)
         return;
-    struct seg *s = r->segs;
+    struct om_read_seg *s = r->segs;
     while (s && s->off + s->len <= off - keep) {
-        struct seg *next = s->next;
+        struct om_read_seg *next = s->next;
         if (s->pins == 0 && s->state != SEG_LOADING)
             seg_drop(r->rs, s);
         s = next;
@@ -415,8 +422,8 @@ static void drop_behind(struct om_reader *r, uint64_t off)
 static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 {
     while (r->nsegs > MAX_SEGMENTS_PER_READER) {
-        struct seg *victim = NULL;
-        for (struct seg *s = r->segs; s && !victim; s = s->next) {
+        struct om_read_seg *victim = NULL;
+        for (struct om_read_seg *s = r->segs; s && !victim; s = s->next) {
             if (s->pins == 0 && s->state != SEG_LOADING && (s->off + s->len <= off || s->off >= end))
                 victim = s;
         }
@@ -434,8 +441,10 @@ static bool is_sequential(const struct om_reader *r, uint64_t off)
     return off + slack >= r->pos && off <= OM_MAX(r->ahead, r->pos) + slack;
 }
 
-ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
+ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v)
 {
+    memset(v, 0, sizeof(*v));
+    v->off = off;
     if (off >= r->size || len == 0)
         return 0;
     if (len > r->size - off)
@@ -449,7 +458,7 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
     rs->st.read_bytes += len;
     bool hit = true;
     for (uint64_t at = off; at < end;) {
-        struct seg *s = seg_at(r, at);
+        struct om_read_seg *s = seg_at(r, at);
         if (!s || s->state != SEG_READY) {
             hit = false;
             break;
@@ -475,7 +484,7 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
         if (from < target && !r->closing)
             cover(r, from, target, chunk, 1, false);
         uint64_t covered = end;
-        for (struct seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
+        for (struct om_read_seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
             if (s->off > covered)
                 break;
             covered = s->off + s->len;
@@ -494,13 +503,13 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
      * neither evicted nor cancelled, so a read that waits keeps what it
      * waits for even when another read on the same handle seeks away. */
     ssize_t rc = (ssize_t)len;
-    struct seg *few[16], **pinned = few;
-    int npinned = 0, cap = 16;
+    struct om_read_seg **pinned = v->few_segs;
+    int npinned = 0, cap = OM_READ_VIEW_FEW;
     for (;;) {
         bool loading = false, refetch = false;
         npinned = 0;
         for (uint64_t at = off; at < end;) {
-            struct seg *s = seg_at(r, at);
+            struct om_read_seg *s = seg_at(r, at);
             if (!s) {
                 refetch = true; /* evicted while we waited, or no memory */
                 break;
@@ -518,13 +527,13 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
                 break;
             }
             if (npinned == cap) {
-                struct seg **bigger = malloc(sizeof(*bigger) * (size_t)cap * 2);
+                struct om_read_seg **bigger = malloc(sizeof(*bigger) * (size_t)cap * 2);
                 if (!bigger) {
                     rc = -ENOMEM;
                     break;
                 }
                 memcpy(bigger, pinned, sizeof(*bigger) * (size_t)cap);
-                if (pinned != few)
+                if (pinned != v->few_segs)
                     free(pinned);
                 pinned = bigger;
                 cap *= 2;
@@ -552,30 +561,73 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
             break;
         }
     }
-    pthread_mutex_unlock(&rs->lock);
-
-    if (rc > 0) {
-        for (int i = 0; i < npinned; i++) {
-            struct seg *s = pinned[i];
-            uint64_t a = OM_MAX(off, s->off), b = OM_MIN(end, s->off + s->len);
-            memcpy(buf + (a - off), s->buf + (a - s->off), (size_t)(b - a));
-        }
+    if (rc <= 0) {
+        pthread_mutex_unlock(&rs->lock);
+        if (pinned != v->few_segs)
+            free(pinned);
+        return rc;
     }
-
-    pthread_mutex_lock(&rs->lock);
+    r->views++; /* close waits for view_done */
+    pthread_mutex_unlock(&rs->lock);
+    /* the caller reads straight from the pinned buffers */
+    v->segs = pinned;
+    v->n = npinned;
+    v->len = len;
+    v->iov = npinned <= OM_READ_VIEW_FEW ? v->few_iov : calloc((size_t)npinned, sizeof(*v->iov));
+    if (!v->iov) {
+        om_reader_view_done(r, v);
+        return -ENOMEM;
+    }
     for (int i = 0; i < npinned; i++) {
+        struct om_read_seg *sg = pinned[i];
+        uint64_t a = OM_MAX(off, sg->off), b = OM_MIN(end, sg->off + sg->len);
+        v->iov[i].iov_base = sg->buf + (a - sg->off);
+        v->iov[i].iov_len = (size_t)(b - a);
+    }
+    return rc;
+}
+
+void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
+{
+    struct om_readers *rs = r->rs;
+    struct om_read_seg **pinned = v->segs;
+    bool counted = v->segs != NULL;
+    pthread_mutex_lock(&rs->lock);
+    for (int i = 0; i < v->n; i++) {
         pinned[i]->pins--;
         lru_push(rs, pinned[i]);
     }
-    if (rc > 0) {
-        if (r->size > c->small_file_size && is_sequential(r, off))
-            drop_behind(r, off);
+    if (v->len > 0) {
+        uint64_t end = v->off + v->len;
+        if (r->size > rs->cfg.small_file_size && is_sequential(r, v->off))
+            drop_behind(r, v->off);
         r->pos = end;
-        trim(r, off, end);
+        trim(r, v->off, end);
+    }
+    if (counted) {
+        r->views--; /* the last touch of r: close may free it from here on */
+        pthread_cond_broadcast(&rs->cond);
     }
     pthread_mutex_unlock(&rs->lock);
-    if (pinned != few)
-        free(pinned);
+    if (v->segs && v->segs != v->few_segs)
+        free(v->segs);
+    if (v->iov && v->iov != v->few_iov)
+        free(v->iov);
+    memset(v, 0, sizeof(*v));
+}
+
+ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
+{
+    struct om_read_view v;
+    ssize_t rc = om_reader_view(r, len, off, &v);
+    if (rc <= 0)
+        return rc;
+    size_t at = 0;
+    for (int i = 0; i < v.n; i++) {
+        memcpy(buf + at, v.iov[i].iov_base, v.iov[i].iov_len);
+        at += v.iov[i].iov_len;
+    }
+    om_reader_view_done(r, &v);
     return rc;
 }
 

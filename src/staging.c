@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,11 +111,18 @@ static void mark_interrupted(const char *path)
     char *at = strstr(text, from);
     if (!at)
         return;
-    f = fopen(path, "w");
+    /* a new file renamed over the old one: a crash never leaves half a sidecar */
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
     if (!f)
         return;
     fprintf(f, "%.*s\"state\": \"interrupted\"%s", (int)(at - text), text, at + strlen(from));
-    fclose(f);
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
 }
 
 /* Move staging files whose daemon is gone into recovery. */

@@ -126,7 +126,7 @@ void om_writers_free(struct om_writers *ws)
 void wi_schedule(struct om_writer *w)
 {
     struct om_writers *ws = w->ws;
-    if (w->in_queue)
+    if (w->in_queue || w->dying)
         return;
     pthread_mutex_lock(&ws->lock);
     if (ws->qlen == ws->qcap) {
@@ -139,8 +139,7 @@ void wi_schedule(struct om_writer *w)
         ws->queue = q;
         ws->qcap = cap;
     }
-    ws->queue[ws->qlen++] = w;
-    w->refs++;
+    ws->queue[ws->qlen++] = w; /* no reference: release drains the queue first */
     w->in_queue = true;
     pthread_cond_signal(&ws->work);
     pthread_mutex_unlock(&ws->lock);
@@ -228,6 +227,12 @@ static void part_done(struct om_s3_part_put *put)
     pthread_mutex_lock(&w->lock);
     w->inflight--;
     bool changed = p->gen != p->up_gen;
+    if (put->error == -ECANCELED || w->dying) {
+        p->state = P_IDLE; /* abandoned on purpose: not a failure, nothing to redo */
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
     if (put->error == 0) {
         memcpy(p->etag, put->etag, OM_ETAG_MAX);
         p->state = changed ? P_IDLE : P_DONE;
@@ -317,7 +322,8 @@ static void work_on(struct om_writer *w)
     char *buf = malloc(1 << 20);
     pthread_mutex_lock(&w->lock);
     w->in_queue = false;
-    if (w->working || !buf) {
+    if (w->working || w->dying || !buf) {
+        pthread_cond_broadcast(&w->cond); /* wi_drain waits for in_queue */
         pthread_mutex_unlock(&w->lock);
         free(buf);
         return;
@@ -424,7 +430,6 @@ static void *worker_main(void *arg)
         memmove(ws->queue, ws->queue + 1, sizeof(*ws->queue) * (size_t)--ws->qlen);
         pthread_mutex_unlock(&ws->lock);
         work_on(w);
-        om_writer_release(w); /* the queue's reference */
         pthread_mutex_lock(&ws->lock);
     }
     pthread_mutex_unlock(&ws->lock);
@@ -566,17 +571,26 @@ void om_writer_release(struct om_writer *w)
     pthread_mutex_unlock(&w->lock);
     if (pending)
         om_writer_commit(w, NULL);
-    pthread_mutex_lock(&w->lock);
-    for (int i = 0; i < w->nparts; i++) {
-        if (w->parts[i]->state == P_UPLOADING)
-            om_s3_part_cancel(ws->s3, &w->parts[i]->put);
-    }
-    while (w->inflight > 0 || w->working)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
+    wi_drain(w);
     if (w->upload_id)
         wi_abort_upload(w);
     wi_writer_destroy(w);
+}
+
+void wi_drain(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->dying = true;
+    for (int i = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        if (p->state == P_QUEUED)
+            p->state = P_IDLE;
+        else if (p->state == P_UPLOADING)
+            om_s3_part_cancel(w->ws->s3, &p->put);
+    }
+    while (w->in_queue || w->working || w->inflight > 0)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
 }
 
 /* ---- data ---- */

@@ -57,6 +57,7 @@ struct om_writer {
     bool committing;
     bool working; /* a worker is hashing this writer's parts */
     bool aborting; /* the upload is being abandoned: start no part */
+    bool dying;    /* being destroyed: never queued again */
     bool part_failed;
     int inflight;
     struct part **parts;
@@ -94,7 +95,11 @@ struct om_writers {
 void wi_schedule(struct om_writer *w);
 int wi_layout(struct om_writer *w);
 int wi_prepare_write(struct om_writer *w);
-/* no lock; the writer is no longer reachable */
+/* Stop all background work on a writer nobody can reach any more: nothing
+ * is queued again, uploads under way are cancelled and waited for. No lock
+ * held. */
+void wi_drain(struct om_writer *w);
+/* no lock; the writer is no longer reachable and drained */
 void wi_writer_destroy(struct om_writer *w);
 
 /* commit.c; no lock held */

@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "objmount/s3.h"
 
@@ -49,6 +50,25 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
  * because the object changed since open). Never a short read mid-object.
  * Caller holds no lock. */
 ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off);
+
+/* The same read without a copy: v receives iovecs pointing into the pool's
+ * buffers, which stay pinned (neither evicted nor freed) until
+ * om_reader_view_done(). Returns what om_reader_read would; after a
+ * positive return om_reader_view_done() must be called (and the reader is not
+ * closed before it is), after 0 or an error nothing is held. */
+#define OM_READ_VIEW_FEW 8
+struct om_read_seg; /* a pooled buffer, private to reader.c */
+struct om_read_view {
+    uint64_t off;
+    size_t len;
+    int n;
+    struct iovec *iov;
+    struct om_read_seg **segs;
+    struct iovec few_iov[OM_READ_VIEW_FEW];
+    struct om_read_seg *few_segs[OM_READ_VIEW_FEW];
+};
+ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v);
+void om_reader_view_done(struct om_reader *r, struct om_read_view *v);
 
 /* Cancel prefetches, wait for requests in flight, free everything. */
 void om_reader_close(struct om_reader *r);
