@@ -7,6 +7,8 @@
           unmounted at teardown, and the test errors unless each daemon was
           still alive then and exited 0 after the unmount.
   cache_dir    function: a fresh, empty directory for -o cache_dir=
+  rw_mount     function: factory rw_mount(bucket, opts="", **kw) -> mount(...) with
+          this test's cache_dir, fast engine and upload retries (RW_OPTS) and opts
   data_bucket  session: seeded objects of part-boundary sizes, 100 MiB, and
           64 small files (layout: SIZES, SMALL_FILES in harness.mount)
 """
@@ -39,6 +41,19 @@ def cache_dir(tmp_path):
     d = tmp_path / "cache"
     d.mkdir()
     return str(d)
+
+
+RW_OPTS = "retry_base=0.02,retry_max=0.2,part_size=5M,upload_retry_delay=0.05"
+
+
+@pytest.fixture
+def rw_mount(mount, cache_dir):
+    """mount() for tests that change the bucket: -o cache_dir=<this test's>,
+    RW_OPTS, then opts; other keyword arguments go to Mount."""
+    def make(bucket, opts="", **kw):
+        o = "cache_dir=%s,%s" % (cache_dir, RW_OPTS)
+        return mount(bucket, o + ("," + opts if opts else ""), **kw)
+    return make
 
 
 # -- a session bucket of seeded objects for read tests -----------------------------
