@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+"""The objmount demo, driven by tools/demo.sh (which installs and builds first).
+
+Starts a private s3rver and, in front of it, the fault proxy's AIStore-style
+gateway (every object request answered with a 307 to a target node), seeds a
+bucket with boto3 (an ImageFolder tree of generated JPEGs and an HDF5 file),
+mounts the bucket with objmount through the gateway, and runs unmodified
+loaders over the mount: a torch DataLoader epoch (images/s), h5py random
+slices, a torch.save checkpoint with fsync. Every byte read is checked against
+what was uploaded. Then it prints `objmountctl stats`, unmounts and stops
+both servers.
+
+Ctrl-C (or SIGTERM/SIGHUP) at any point: the mount is unmounted, the daemon,
+gateway and s3rver are stopped, the work directory is removed, and the exit
+status is that of a SIGINT death. The servers and the daemon are also started
+with PR_SET_PDEATHSIG, so even a SIGKILL of this process stops them.
+
+    /usr/bin/python3 tools/demo.py [--direct] [-o OPTS] [--classes N] [--per-class N]
+        --direct   mount s3rver itself instead of the AIStore gateway
+        -o OPTS    more objmount options (log_level=debug, ...)
+"""
+
+import argparse
+import gc
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from harness import s3server as s3s  # noqa: E402
+from harness.faultproxy import FaultProxy  # noqa: E402
+from harness.mount import BUILD_DIR, Mount, is_mounted, seed  # noqa: E402
+
+BUCKET = "demo"
+WORKERS = 4
+BATCH = 32
+
+
+class Interrupted(Exception):
+    pass
+
+
+def say(msg=""):
+    print(msg, flush=True)
+
+
+def mib(n):
+    return "%.1f MiB" % (n / 1048576)
+
+
+# -- data ----------------------------------------------------------------------------
+def make_images(classes, per_class):
+    """{key: jpeg bytes} and {key: crc32 of the decoded RGB pixels}."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(6)
+    y, x = np.mgrid[0:256, 0:256]
+    objects, pixels = {}, {}
+    for c in range(classes):
+        tint = rng.integers(0, 256, 3)
+        for i in range(per_class):
+            base = (x[..., None] * tint / 255 + y[..., None] * (255 - tint) / 255)
+            arr = np.clip(base + rng.integers(-50, 51, (256, 256, 3)), 0, 255).astype(np.uint8)
+            b = io.BytesIO()
+            Image.fromarray(arr, "RGB").save(b, "JPEG", quality=90)
+            key = "train/class%d/img%03d.jpg" % (c, i)
+            objects[key] = b.getvalue()
+            with Image.open(io.BytesIO(objects[key])) as im:
+                pixels[key] = zlib.crc32(np.asarray(im.convert("RGB")).tobytes())
+    return objects, pixels
+
+
+def make_h5(path):
+    import h5py
+    import numpy as np
+
+    feats = np.random.default_rng(7).standard_normal((8192, 512)).astype(np.float32)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("features", data=feats, chunks=(128, 128), compression="gzip",
+                         compression_opts=4, shuffle=True)
+    with open(path, "rb") as f:
+        return f.read(), feats
+
+
+# -- the loaders ---------------------------------------------------------------------
+def epoch(root, pixels):
+    """One DataLoader epoch over ImageFolder(root); (images, seconds).
+    Each worker checksums what it decoded; the main process compares."""
+    import warnings
+
+    import torch
+    from torchvision import datasets, transforms
+
+    # more workers than CPUs is what a training job does on a small machine
+    warnings.filterwarnings("ignore", "This DataLoader will create", UserWarning)
+
+    class Checked(torch.utils.data.Dataset):
+        def __init__(self, folder):
+            self.folder = folder
+
+        def __len__(self):
+            return len(self.folder)
+
+        def __getitem__(self, i):
+            x, y = self.folder[i]  # PIL decode of the file on the mount
+            rel = os.path.relpath(self.folder.samples[i][0], root)
+            crc = zlib.crc32(x.permute(1, 2, 0).contiguous().numpy().tobytes())
+            return x.float().div_(255), y, rel, crc
+
+    folder = datasets.ImageFolder(root, transform=transforms.PILToTensor())
+    loader = torch.utils.data.DataLoader(Checked(folder), batch_size=BATCH, shuffle=True,
+                                         num_workers=WORKERS)
+    seen = 0
+    t0 = time.monotonic()
+    it = iter(loader)
+    try:
+        for x, y, rels, crcs in it:
+            for rel, crc in zip(rels, crcs.tolist()):
+                if pixels["train/" + rel] != crc:
+                    raise SystemExit("demo: %s decoded to different pixels than uploaded" % rel)
+            seen += x.shape[0]
+    finally:
+        del it  # stop the workers now: they hold files open on the mount
+    return seen, time.monotonic() - t0
+
+
+def read_h5(path, feats):
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    n, nbytes = 0, 0
+    t0 = time.monotonic()
+    with h5py.File(path, "r") as f:
+        ds = f["features"]
+        for _ in range(200):
+            r = int(rng.integers(0, ds.shape[0] - 64))
+            c = int(rng.integers(0, ds.shape[1] - 64))
+            got = ds[r:r + 64, c:c + 64]
+            if not np.array_equal(got, feats[r:r + 64, c:c + 64]):
+                raise SystemExit("demo: features[%d:%d, %d:%d] differs" % (r, r + 64, c, c + 64))
+            n, nbytes = n + 1, nbytes + got.nbytes
+    return n, nbytes, time.monotonic() - t0
+
+
+def write_checkpoint(path, s3client):
+    import torch
+    import torchvision
+
+    sd = torchvision.models.resnet18().state_dict()
+    t0 = time.monotonic()
+    with open(path, "wb") as f:
+        torch.save(sd, f)
+        f.flush()
+        os.fsync(f.fileno())
+        size = f.tell()
+    dt = time.monotonic() - t0
+    key = os.path.relpath(path, os.path.dirname(os.path.dirname(path)))
+    stored = torch.load(io.BytesIO(s3client.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
+    if list(stored) != list(sd) or not all(torch.equal(stored[k], v) for k, v in sd.items()):
+        raise SystemExit("demo: the stored checkpoint differs from the state dict")
+    return key, size, dt
+
+
+# -- the run -------------------------------------------------------------------------
+def run(args, work, live):
+    import numpy  # noqa: F401  (fail early, before any server starts)
+    import torch  # noqa: F401
+
+    t = time.monotonic()
+    say("work directory %s (removed at the end)" % work)
+    say("[1/6] servers")
+    live["server"] = srv = s3s.S3Server(buckets=[BUCKET], base_dir=work)
+    srv.start()
+    say("      s3rver (S3 API, checks SigV4) on %s" % srv.endpoint)
+    endpoint = srv.endpoint
+    if not args.direct:
+        live["proxy"] = fp = FaultProxy(srv)
+        fp.start()
+        endpoint = fp.gateway_endpoint
+        say("      AIStore-style gateway on %s: answers object requests with 307 to a "
+            "target" % endpoint)
+
+    say("[2/6] seeding bucket %r with boto3" % BUCKET)
+    t0 = time.monotonic()
+    objects, pixels = make_images(args.classes, args.per_class)
+    h5bytes, feats = make_h5(os.path.join(work, "features.h5"))
+    objects["features.h5"] = h5bytes
+    s3 = srv.client()
+    seed(s3, BUCKET, objects)
+    images = sum(len(v) for k, v in objects.items() if k.startswith("train/"))
+    say("      train/: %d classes x %d JPEGs (%s), features.h5 (8192x512 float32, gzip "
+        "chunks, %s) [%.1f s]" % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
+                                  time.monotonic() - t0))
+
+    say("[3/6] mounting with objmount")
+    mnt = os.path.join(work, "mnt")
+    os.mkdir(mnt)
+    cache = os.path.join(work, "cache")
+    live["mount"] = m = Mount(BUCKET, endpoint, mountpoint=mnt, fast_retries=False,
+                              opts=",".join(filter(None, ["profile=training,cache_dir=" + cache,
+                                                          args.opts])))
+    t0 = time.monotonic()
+    m.start()
+    say("      %s %s %s -o %s [%.2f s]" % (os.path.relpath(os.path.join(BUILD_DIR, "objmount"),
+                                                         ROOT), BUCKET, mnt, m.options(),
+                                           time.monotonic() - t0))
+
+    say("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
+        % (mnt, BATCH, WORKERS))
+    n, dt = epoch(os.path.join(mnt, "train"), pixels)
+    say("      epoch 1, from the bucket:       %4d images in %5.2f s = %6.0f images/s"
+        % (n, dt, n / dt))
+    n, dt = epoch(os.path.join(mnt, "train"), pixels)
+    say("      epoch 2, kernel page cache:     %4d images in %5.2f s = %6.0f images/s"
+        % (n, dt, n / dt))
+    say("      every image decoded to the pixels uploaded")
+
+    say("[5/6] h5py and torch.save through the mount")
+    n, nbytes, dt = read_h5(os.path.join(mnt, "features.h5"), feats)
+    say("      features.h5: %d random 64x64 slices (%s decoded) in %.2f s, all equal"
+        % (n, mib(nbytes), dt))
+    os.mkdir(os.path.join(mnt, "ckpt"))
+    key, size, dt = write_checkpoint(os.path.join(mnt, "ckpt", "resnet18.pt"), s3)
+    say("      torch.save(resnet18 state dict) + fsync to %s: %s in %.2f s; the stored "
+        "object loads equal (boto3)" % (key, mib(size), dt))
+
+    say("[6/6] objmountctl stats %s" % mnt)
+    out = subprocess.run([os.path.join(BUILD_DIR, "tools", "objmountctl"), "stats", mnt],
+                         capture_output=True, text=True, timeout=30)
+    for line in (out.stdout + out.stderr).rstrip().splitlines():
+        say("      " + line if line else "")
+    if out.returncode != 0:
+        raise SystemExit("demo: objmountctl stats failed (%d)" % out.returncode)
+    say("done in %.1f s" % (time.monotonic() - t))
+
+
+def cleanup(live, work, failed):
+    """Unmount, stop the gateway and s3rver, remove the work directory.
+    Never removes anything under a mount point that is still mounted. After
+    a failure the daemon's log is kept in a file named on the way out."""
+    problems = []
+    gc.collect()  # drop file objects a failed step may still hold on the mount
+    m = live.get("mount")
+    if m is not None:
+        try:
+            m.unmount(check=False, timeout=10)
+        except Exception as e:
+            problems.append("unmount: %s" % e)
+        if m.path and is_mounted(m.path):
+            problems.append("%s is still mounted" % m.path)
+        if m.proc is not None and m.returncode != 0:
+            problems.append("objmount exited with status %s%s" % (
+                m.returncode, " (killed after the unmount timed out)" if m.killed else ""))
+            failed = True
+        if failed and m.log:
+            fd, keep = tempfile.mkstemp(prefix="objmount-demo-daemon.", suffix=".log")
+            with os.fdopen(fd, "w") as f:
+                f.write(m.log)
+            say("demo: the daemon's log is in %s" % keep)
+    for name in ("proxy", "server"):
+        if live.get(name) is not None:
+            try:
+                live[name].stop()
+            except Exception as e:
+                problems.append("%s: %s" % (name, e))
+    mnt = os.path.join(work, "mnt")
+    if not is_mounted(mnt):
+        shutil.rmtree(work, ignore_errors=True)
+    return problems
+
+
+def main():
+    p = argparse.ArgumentParser(description="objmount demo")
+    p.add_argument("--direct", action="store_true",
+                   help="mount s3rver directly instead of through the AIStore gateway")
+    p.add_argument("-o", dest="opts", default="",
+                   help="more objmount options (e.g. log_level=debug)")
+    p.add_argument("--classes", type=int, default=8)
+    p.add_argument("--per-class", type=int, default=64)
+    args = p.parse_args()
+
+    def stop(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, stop)
+    os.environ.update(AWS_ACCESS_KEY_ID=s3s.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3s.SECRET_KEY)
+    work = tempfile.mkdtemp(prefix="objmount-demo.")
+    live = {}
+    status = 0
+    try:
+        run(args, work, live)
+    except (KeyboardInterrupt, Interrupted) as e:
+        say("\ndemo: interrupted (%s); cleaning up" % (str(e) or "SIGINT"))
+        status = 130
+    except SystemExit as e:
+        say(str(e.code))
+        status = 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    finally:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup
+        problems = cleanup(live, work, status not in (0, 130))
+    if problems:
+        say("demo: cleanup problems: " + "; ".join(problems))
+        return status or 1
+    done = [w for k, w in (("mount", "unmounted"), ("proxy", "gateway stopped"),
+                           ("server", "s3rver stopped")) if k in live]
+    say("; ".join(done + ["nothing left running"]))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
