@@ -5,6 +5,7 @@
     p = admin.ctl(["status"], user=65534)                   # the same as nobody (setpriv)
     line = admin.one_error_line(p, "objmountctl stats /tmp")  # rc != 0, one stderr line
     admin.socket_path(m.path)                               # /run/objmount/<hex>.sock (root)
+    admin.wait_socket(m.path)                               # True once the daemon listens
     admin.write_credentials(path, mode=0o600)               # "ACCESS:SECRET" file
     with admin.installed_mount_helper():                    # /sbin/mount.objmount -> build
         admin.run_mount(["-t", "objmount", src, dir, "-o", opts])  # mount(8), empty env
@@ -82,6 +83,14 @@ def socket_path(mountpoint, uid=0):
     else:
         d = "/tmp/objmount-%d" % uid
     return os.path.join(d, h + ".sock")
+
+
+def wait_socket(mountpoint, uid=0, timeout=10.0):
+    """Wait until the daemon of mountpoint listens on its admin socket (a
+    foreground daemon shows in the mount table a moment before). True/False."""
+    from .mount import wait_for
+
+    return wait_for(lambda: os.path.exists(socket_path(mountpoint, uid)), timeout)
 
 
 # -- credentials ----------------------------------------------------------------------
