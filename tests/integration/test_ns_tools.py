@@ -1,0 +1,206 @@
+"""Everyday tools write trees into the mount and they round-trip.
+
+rsync -a, cp -a, tar x, mv (into, inside and out of the mount) and git
+(init, add, commit, fsck, clone) run unmodified. Each copied tree is compared
+with its source: `diff -r --no-dereference` at once, then, after a remount,
+the stat of every path (type, mode, owner, mtime and MD5 of files, target of
+links, mode of directories) and the listing. A test tree has nested and
+empty directories, an empty file, a multipart-sized file, odd modes, a file
+owned by another uid/gid, past mtimes and relative symlinks."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from harness import trees
+from harness.mount import MiB, payload
+
+T0 = 1400000000
+FILE_FIELDS = ("type", "mode", "uid", "gid", "mtime", "size", "md5", "target")
+
+
+def make_tree(root):
+    os.makedirs(os.path.join(root, "sub", "deeper"))
+    os.makedirs(os.path.join(root, "emptydir"))
+    files = {
+        "a.txt": (b"hello\n" * 20, 0o644),
+        "exe.sh": (b"#!/bin/sh\necho hi\n", 0o755),
+        "secret": (payload("secret", 3000), 0o600),
+        "empty.bin": (b"", 0o644),
+        "big.bin": (payload("big", 6 * MiB + 7), 0o640),
+        "sub/b.txt": (b"bee\n", 0o664),
+        "sub/deeper/c.dat": (payload("c", 70000), 0o444),
+        "name with space.txt": (b"spaces\n", 0o644),
+    }
+    for i, (rel, (data, mode)) in enumerate(sorted(files.items())):
+        p = os.path.join(root, rel)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.chmod(p, mode)
+        os.utime(p, (T0 + i * 1000, T0 + i * 1000))
+    os.chown(os.path.join(root, "secret"), 1234, 5678)
+    os.symlink("a.txt", os.path.join(root, "link"))
+    os.symlink("../a.txt", os.path.join(root, "sub", "uplink"))
+    os.chmod(os.path.join(root, "sub"), 0o750)
+    os.chmod(os.path.join(root, "emptydir"), 0o700)
+    for d in ("sub/deeper", "sub", "emptydir"):
+        os.utime(os.path.join(root, d), (T0 - 5, T0 - 5))
+
+
+@pytest.fixture
+def src(tmp_path):
+    root = str(tmp_path / "src")
+    os.mkdir(root)
+    make_tree(root)
+    return root
+
+
+def compare(got_root, src_root, what, list_too=True):
+    want = trees.snapshot(src_root)
+    # stat every path by name first: no listing of got_root primes anything
+    got = trees.snapshot(got_root, paths=list(want))
+    for p, e in want.items():  # directories: type and mode (tools set their times last)
+        if e["type"] == "dir":
+            for f in ("mtime", "uid", "gid"):
+                e.pop(f, None)
+                got[p].pop(f, None)
+        if e["type"] == "link":  # a link's own mode and time are not the point here
+            for f in ("mode", "mtime", "uid", "gid"):
+                e.pop(f, None)
+                got[p].pop(f, None)
+    trees.assert_same(got, want, what, FILE_FIELDS)
+    if list_too:
+        assert sorted(trees.walk_paths(got_root)) == sorted(want), "%s: listing" % what
+
+
+def diff_r(a, b):
+    r = subprocess.run(["diff", "-r", "--no-dereference", a, b], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, "diff -r %s %s:\n%s%s" % (a, b, r.stdout[-3000:], r.stderr)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+    assert r.returncode == 0, "%s: exit %d\n%s%s" % (" ".join(cmd), r.returncode, r.stdout[-2000:],
+                                                     r.stderr[-3000:])
+    return r
+
+
+def remount(rw_mount, m, bucket):
+    m.unmount()
+    return rw_mount(bucket)
+
+
+# -- copying in ------------------------------------------------------------------------------
+def test_rsync_a_round_trips(rw_mount, bucket, src):
+    m = rw_mount(bucket)
+    run(["rsync", "-a", src + "/", m.join("r") + "/"])
+    diff_r(src, m.join("r"))
+    compare(m.join("r"), src, "rsync -a, same mount")
+    # a second rsync finds nothing to do (sizes and mtimes match)
+    r = run(["rsync", "-a", "--itemize-changes", src + "/", m.join("r") + "/"])
+    assert not [ln for ln in r.stdout.splitlines() if ln[:2] in (">f", "cL", "cd")], r.stdout
+    m = remount(rw_mount, m, bucket)
+    compare(m.join("r"), src, "rsync -a, after remount")
+    diff_r(src, m.join("r"))
+
+
+def test_cp_a_round_trips(rw_mount, bucket, src):
+    m = rw_mount(bucket)
+    run(["cp", "-a", src, m.join("c")])
+    diff_r(src, m.join("c"))
+    compare(m.join("c"), src, "cp -a, same mount")
+    m = remount(rw_mount, m, bucket)
+    compare(m.join("c"), src, "cp -a, after remount")
+
+
+def test_tar_x_round_trips(rw_mount, bucket, src, tmp_path):
+    arch = str(tmp_path / "t.tar")
+    run(["tar", "-C", src, "-cf", arch, "."])
+    m = rw_mount(bucket)
+    os.mkdir(m.join("t"))
+    run(["tar", "-C", m.join("t"), "-xpf", arch])
+    diff_r(src, m.join("t"))
+    compare(m.join("t"), src, "tar x, same mount")
+    m = remount(rw_mount, m, bucket)
+    compare(m.join("t"), src, "tar x, after remount")
+    # and tar c from the mount lists the same members
+    r1 = run(["tar", "-C", src, "-tvf", arch])
+    r2 = run(["tar", "-C", m.join("t"), "-cvf", "/dev/null", "."])
+    assert sorted(r2.stdout.split()) == sorted(ln.split()[-1] if "->" not in ln else
+                                               ln.split()[-3] for ln in r1.stdout.splitlines())
+
+
+def test_mv_trees_into_inside_and_out_of_the_mount(rw_mount, bucket, src, tmp_path):
+    local = str(tmp_path / "local")
+    run(["cp", "-a", src, local])
+    m = rw_mount(bucket)
+    run(["mv", local, m.join("m1")])  # across filesystems: mv copies, then removes
+    assert not os.path.exists(local)
+    compare(m.join("m1"), src, "mv into the mount")
+    run(["mv", m.join("m1"), m.join("m2")])  # inside: rename(2) of a directory
+    assert not os.path.exists(m.join("m1"))
+    diff_r(src, m.join("m2"))
+    compare(m.join("m2"), src, "mv inside the mount")
+    m = remount(rw_mount, m, bucket)
+    compare(m.join("m2"), src, "mv inside the mount, after remount")
+    back = str(tmp_path / "back")
+    run(["mv", m.join("m2"), back])  # out of the mount
+    assert not os.path.exists(m.join("m2"))
+    assert os.listdir(m.path) == []
+    compare(back, src, "mv out of the mount")
+
+
+def test_rsync_out_of_a_fresh_mount_round_trips(rw_mount, bucket, src, tmp_path):
+    """A tree put into the bucket comes back out with rsync -a from a new
+    mount: the copy is a walk (listings) plus lstat, as every tool does."""
+    m = rw_mount(bucket)
+    run(["rsync", "-a", src + "/", m.join("r") + "/"])
+    m = remount(rw_mount, m, bucket)
+    out = str(tmp_path / "out")
+    run(["rsync", "-a", m.join("r") + "/", out + "/"])
+    diff_r(src, out)
+    compare(out, src, "rsync -a out of a fresh mount")
+
+
+# -- git -----------------------------------------------------------------------------------------
+GIT = ["git", "-c", "user.name=objmount test", "-c", "user.email=test@objmount.invalid",
+       "-c", "safe.directory=*", "-c", "init.defaultBranch=main", "-c", "gc.auto=0"]
+
+
+def git(*args, cwd):
+    return run(GIT + list(args), cwd=cwd, env=dict(os.environ, GIT_CONFIG_NOSYSTEM="1",
+                                                   HOME=os.path.dirname(cwd)))
+
+
+def test_git_init_commit_fsck_and_clone(rw_mount, bucket, src, tmp_path):
+    m = rw_mount(bucket)
+    repo = m.join("repo")
+    git("init", "-q", repo, cwd=m.path)
+    for name in ("a.txt", "exe.sh", "big.bin", "sub"):
+        s = os.path.join(src, name)
+        if os.path.isdir(s):
+            shutil.copytree(s, os.path.join(repo, name), symlinks=True)
+        else:
+            shutil.copy2(s, os.path.join(repo, name))
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "first", cwd=repo)
+    with open(os.path.join(repo, "a.txt"), "ab") as f:
+        f.write(b"more\n")
+    git("mv", "exe.sh", "run.sh", cwd=repo)
+    git("commit", "-q", "-a", "-m", "second", cwd=repo)
+    assert git("status", "--porcelain", cwd=repo).stdout == ""
+    m = remount(rw_mount, m, bucket)
+    repo = m.join("repo")
+    log = git("log", "--format=%s", cwd=repo).stdout.split()
+    assert log == ["second", "first"], log
+    git("fsck", "--full", "--strict", cwd=repo)
+    assert git("status", "--porcelain", cwd=repo).stdout == ""
+    clone = str(tmp_path / "clone")
+    git("clone", "-q", repo, clone, cwd=str(tmp_path))
+    diff_r(os.path.join(src, "sub"), os.path.join(clone, "sub"))
+    with open(os.path.join(clone, "a.txt"), "rb") as f:
+        assert f.read() == b"hello\n" * 20 + b"more\n"
+    assert os.access(os.path.join(clone, "run.sh"), os.X_OK)
