@@ -2,21 +2,23 @@
 """objmount beside s3fs-fuse and rclone mount, on one private s3rver, in one run.
 
     /usr/bin/python3 tools/bench/bench.py [--quick] [--runs N] [--latency 0,10]
-        [--peers objmount,s3fs,rclone] [--cases seq,small1,small8,ls]
-        [--out results/DIR] [--update-doc] [--timeout S]
+        [--peers objmount,s3fs,rclone] [--cases seq1,seq4,cat,rand,small,loader,meta,ckpt]
+        [--out results/DIR] [--update-doc] [--timeout S] [--max-minutes M]
 
 Starts its own s3rver (fresh directory) and the fault proxy in front of it,
 seeds the data once with boto3, then for every latency (set on the proxy at
-run time), run, case and peer: mounts the peer through the proxy, drops the
-kernel page cache, re-reads the server's own files for the case (so s3rver
-serves from memory), measures, and unmounts. A curl reference ("the limit")
-is measured the same way. Peers rotate order from run to run.
+run time), run, case and peer: mounts the peer through the proxy (a fresh
+mount: nothing cached by the kernel or the filesystem survives from another
+run), re-reads the server's own files for the case (so s3rver serves from
+memory), measures, and unmounts. The limit (curl straight at the proxy) is
+measured the same way. Peers rotate order from run to run.
 
 Writes results.md, results.json, chart.png and logs/ to --out (default
 results/<timestamp>/) and prints the Markdown table. --update-doc rewrites the
 "Latest results" section of doc/benchmarks.md. Everything it started is
-stopped on exit, on errors and on Ctrl-C/SIGTERM. Must run as root
-(drop_caches); see doc/benchmarks.md for the method.
+stopped on exit, on errors, on Ctrl-C/SIGTERM and when --max-minutes runs
+out (the figures measured so far are still written). Must run as root (FUSE
+mounts of s3fs and rclone, --drop-caches); see doc/benchmarks.md.
 """
 
 import argparse
@@ -42,6 +44,8 @@ from harness.s3server import S3Server  # noqa: E402
 
 REPO_ROOT = peermod.REPO_ROOT
 DISPLAY_ORDER = ["objmount", "s3fs", "rclone", "curl", "curl-direct"]
+# curl-direct (no proxy, 0 ms) only where it is quick and tells something
+DIRECT_CASES = {"seq1", "small1", "small8", "ls", "find"}
 BUCKET = peermod.BUCKET
 MiB = 1 << 20
 
@@ -51,6 +55,10 @@ def log(msg):
 
 
 class Interrupted(BaseException):
+    pass
+
+
+class OutOfTime(Exception):
     pass
 
 
@@ -89,7 +97,49 @@ def start_proxy(srv):
     return fp, None
 
 
+# -- sizes ------------------------------------------------------------------------
+class Sizes:
+    """Data set sizes of a full run and of --quick (each overridable)."""
+
+    FULL = dict(large_mib=1024, small_count=2000, image_count=1000, image_classes=10,
+                ls_count=5000, tree_fanout=10, tree_per_dir=10, ckpt_mib=1024, rand_runtime=4,
+                small_seconds=30)
+    QUICK = dict(large_mib=256, small_count=500, image_count=320, image_classes=8,
+                 ls_count=2000, tree_fanout=5, tree_per_dir=16, ckpt_mib=256, rand_runtime=3,
+                 small_seconds=15)
+
+    def __init__(self, quick, **over):
+        self.__dict__.update(self.QUICK if quick else self.FULL)
+        self.__dict__.update({k: v for k, v in over.items() if v is not None})
+
+    def as_dict(self):
+        return dict(self.__dict__)
+
+
 # -- data ---------------------------------------------------------------------------
+def jpeg_pool(seed_value, n=48):
+    """n distinct 500x375 JPEGs of ~100-120 KB (a gradient under noise,
+    quality 87), as bytes: the images of the DataLoader case."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    import hashlib
+
+    rng = np.random.default_rng(int.from_bytes(
+        hashlib.sha256(("%s-jpeg" % seed_value).encode()).digest()[:8], "little"))
+    out = []
+    for i in range(n):
+        ramp = np.linspace(0, 255, 500)[None, :, None] * np.ones((375, 1, 3))
+        tint = rng.uniform(0.5, 1.0, size=3)[None, None, :]
+        img = np.clip(ramp * tint + rng.normal(0, 36 + i % 8, (375, 500, 3)), 0, 255)
+        b = io.BytesIO()
+        Image.fromarray(img.astype(np.uint8)).save(b, "JPEG", quality=87)
+        out.append(b.getvalue())
+    return out
+
+
 def seed(srv, dsets, seed_value, work):
     """Store every data set in the bucket (straight to s3rver, not the proxy)."""
     from boto3.s3.transfer import TransferConfig
@@ -99,7 +149,7 @@ def seed(srv, dsets, seed_value, work):
     pool = rng.randbytes(8 * MiB)  # small objects are slices of this pool
     s3 = srv.client()
     for ds in dsets.values():
-        if ds.count == 1 or ds.max_size > len(pool) // 2:
+        if ds.kind == "random" and (ds.count == 1 or ds.max_size > len(pool) // 2):
             for key, size in ds.objects:  # large objects: streamed from a file
                 path = os.path.join(work, "large.bin")
                 with open(path, "wb") as f:
@@ -113,11 +163,20 @@ def seed(srv, dsets, seed_value, work):
                     max_concurrency=4))
                 os.unlink(path)
             continue
-        offsets = [rng.randrange(0, len(pool) - size) for _, size in ds.objects]
+        if ds.kind == "jpeg":
+            jpegs = jpeg_pool(seed_value)
+            bodies = [jpegs[i % len(jpegs)] for i in range(ds.count)]
+            ds.objects = [(key, len(b)) for (key, _), b in zip(ds.objects, bodies)]
+            ds.min_size = min(len(b) for b in jpegs)
+            ds.max_size = max(len(b) for b in jpegs)
+        else:
+            offsets = [rng.randrange(0, len(pool) - size) for _, size in ds.objects]
+            bodies = None
 
-        def put(i, ds=ds, offsets=offsets):
+        def put(i, ds=ds, offsets=None if ds.kind == "jpeg" else offsets, bodies=bodies):
             key, size = ds.objects[i]
-            s3.put_object(Bucket=BUCKET, Key=key, Body=pool[offsets[i]:offsets[i] + size])
+            body = bodies[i] if bodies else pool[offsets[i]:offsets[i] + size]
+            s3.put_object(Bucket=BUCKET, Key=key, Body=body)
 
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
             for _ in ex.map(put, range(ds.count)):
@@ -127,30 +186,48 @@ def seed(srv, dsets, seed_value, work):
 
 
 class Context:
-    """What cases need from the run: work dir, cache control."""
+    """What cases need from the run: work dir, server, cache control."""
 
-    def __init__(self, work, srv, dsets, cold):
+    def __init__(self, work, srv, dsets, drop):
         self.work = work
         self.srv = srv
         self.dsets = dsets
-        self.cold = cold
+        self.drop = drop
         self.drop_ok = None
+        self.cleanup_keys = []  # objects a case wrote: deleted after the run
+        self._s3 = None
+
+    def srv_client(self):
+        """boto3 straight to s3rver (not counted by the proxy, no latency)."""
+        if self._s3 is None:
+            self._s3 = self.srv.client()
+        return self._s3
+
+    def cleanup(self):
+        while self.cleanup_keys:
+            key = self.cleanup_keys.pop()
+            try:
+                self.srv_client().delete_object(Bucket=BUCKET, Key=key)
+            except Exception as e:  # noqa: BLE001 - best effort
+                log("cannot delete %s: %s" % (key, e))
 
     def drop_caches(self):
-        if not self.cold:
+        os.sync()  # earlier write runs must not be flushed during this one
+        if not self.drop:
             return
-        os.sync()
         try:
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3\n")
             self.drop_ok = True
         except OSError as e:
             if self.drop_ok is None:
-                log("cannot drop the page cache (%s): reads are not guaranteed cold" % e)
+                log("cannot drop the page cache (%s)" % e)
             self.drop_ok = False
 
     def warm(self, dataset):
         """Read s3rver's files of a data set so the server answers from memory."""
+        if dataset is None:
+            return
         ds = self.dsets[dataset]
         root = os.path.join(self.srv.data_dir, BUCKET, ds.prefix)
         buf = bytearray(MiB)
@@ -162,16 +239,16 @@ class Context:
 
 
 # -- one measured run -------------------------------------------------------------------
-def measure_mount(peer, case, ctx, fp, logdir, timeout):
+def measure_mount(peer, case, ctx, fp, logdir, timeout, label):
     mnt = os.path.join(ctx.work, "mnt", peer.name)
     logp = os.path.join(logdir, "%s.log" % peer.name)
+    ctx.drop_caches()
+    ctx.warm(case.dataset)
     try:
-        m = peer.mount(fp.endpoint, mnt, ctx.work, logp)
+        m = peer.mount(fp.endpoint, mnt, ctx.work, logp, write=case.writes)
     except peermod.MountError as e:
         return {"error": "mount: %s" % e}
     try:
-        ctx.drop_caches()
-        ctx.warm(case.dataset)
         fp.reset_stats()
         cpu0 = peermod.cpu_seconds(m.pid)
         try:
@@ -187,15 +264,21 @@ def measure_mount(peer, case, ctx, fp, logdir, timeout):
         hwm = peermod.peak_rss_kib(m.pid)
         if m.proc.poll() is not None:
             return {"error": "daemon exited with %s during the run" % m.proc.returncode}
+        st = fp.stats()
+        res["requests"] = st["requests"]["by_kind"]
+        res["mib_to_fs"] = st["bytes"]["to_clients"] / MiB
+        res["mib_from_fs"] = st["bytes"]["from_clients"] / MiB
+        res.update(peer.collect(m, logdir, label))
         res["cpu_s"] = cpu1 - cpu0
         res["peak_rss_mib"] = hwm / 1024.0
-        res["requests"] = fp.stats()["requests"]["by_kind"]
         return res
     finally:
         casemod.reap_children()  # nothing may hold the mount open (Ctrl-C mid-run)
         problems = peermod.unmount(m)
         if problems:
             log("  unmount %s: %s" % (peer.name, "; ".join(problems)))
+        peer.after_unmount(case.writes)
+        ctx.cleanup()
 
 
 def measure_reference(peer, case, ctx, fp, srv, timeout):
@@ -210,8 +293,12 @@ def measure_reference(peer, case, ctx, fp, srv, timeout):
         return {"error": "timeout: %s" % e}
     except casemod.CaseError as e:
         return {"error": str(e)}
+    finally:
+        casemod.reap_children()
     if not peer.direct:
-        res["requests"] = fp.stats()["requests"]["by_kind"]
+        st = fp.stats()
+        res["requests"] = st["requests"]["by_kind"]
+        res["mib_to_fs"] = st["bytes"]["to_clients"] / MiB
     return res
 
 
@@ -221,28 +308,34 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--quick", action="store_true",
-                    help="1 run per figure (default 3) and 1000 small files: a smoke test")
+                    help="1 run per figure (default 3) and smaller data sets: a smoke test")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (median)")
     ap.add_argument("--latency", default="0,10",
                     help="comma-separated first-byte latencies in ms (default 0,10)")
     ap.add_argument("--peers", default="objmount,s3fs,rclone",
                     help="mount peers to compare (objmount, s3fs, rclone)")
     ap.add_argument("--no-reference", action="store_true",
-                    help="skip the curl reference rows")
-    ap.add_argument("--cases", default="seq,small1,small8,ls",
-                    help="cases to run (seq, small1, small8, ls)")
+                    help="skip the curl reference rows (the limit)")
+    ap.add_argument("--cases", default="all",
+                    help="cases to run: seq1, seq4, cat, rand4k, rand64k, rand1m, small1, "
+                         "small8, loader, ls, find, ckpt; groups: seq (= seq1), rand, small, "
+                         "meta, write; default all")
     ap.add_argument("--out", default=None, help="output folder (default results/<timestamp>)")
     ap.add_argument("--update-doc", action="store_true",
                     help="rewrite the Latest results section of doc/benchmarks.md")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds one measured run may take before it counts as failed")
-    ap.add_argument("--large-mib", type=int, default=512, help="size of the large object")
-    ap.add_argument("--small-count", type=int, default=None,
-                    help="number of ~110 KB objects (default 2000; 1000 with --quick)")
-    ap.add_argument("--ls-count", type=int, default=5000, help="objects in the ls -l folder")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop measuring after this long and report what was measured "
+                         "(default 75; 20 with --quick)")
+    for k in Sizes.FULL:
+        ap.add_argument("--" + k.replace("_", "-"), type=int, default=None,
+                        help="data size: %s (full %s, quick %s)"
+                             % (k, Sizes.FULL[k], Sizes.QUICK[k]))
     ap.add_argument("--seed", default="objmount-bench", help="seed of the data generator")
-    ap.add_argument("--warm", action="store_true",
-                    help="do not drop the page cache (debugging only)")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="echo 3 > /proc/sys/vm/drop_caches before every run (not needed: every "
+                         "run is a fresh mount; disturbs other work on the machine)")
     ap.add_argument("--objmount", default=None, help="objmount binary (default build/objmount)")
     ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
     ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
@@ -254,14 +347,20 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 3
-    if args.small_count is None:
-        args.small_count = 1000 if args.quick else 2000
+    if args.max_minutes is None:
+        args.max_minutes = 20 if args.quick else 75
+    args.sizes = Sizes(args.quick, **{k: getattr(args, k) for k in Sizes.FULL})
     args.latencies = [int(x) for x in args.latency.split(",") if x.strip()]
     args.peer_names = [p.strip() for p in args.peers.split(",") if p.strip()]
     for p in args.peer_names:
         if p not in peermod.MOUNT_PEERS:
             ap.error("unknown peer %r (choose from %s)" % (p, ", ".join(peermod.MOUNT_PEERS)))
-    args.case_names = [c.strip() for c in args.cases.split(",") if c.strip()]
+    names = []
+    for c in args.cases.split(","):
+        c = c.strip()
+        if c:
+            names += casemod.ALIASES.get(c, c).split(",")
+    args.case_names = names
     return args
 
 
@@ -305,6 +404,8 @@ def rerender(args):
 
     with open(os.path.join(args.report, "results.json")) as f:
         result = json.load(f)
+    result["ratios"] = report.ratios(result["summary"], result["meta"]["cases"])
+    result["targets"] = report.targets(result)
     md, chart = report.write_outputs(result, args.report)
     print(md)
     if args.update_doc:
@@ -323,8 +424,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.report:
         return rerender(args)
-    if os.geteuid() != 0 and not args.warm:
-        log("warning: not root: the page cache cannot be dropped (use --warm to accept)")
+    if os.geteuid() != 0:
+        log("warning: not root: s3fs and rclone may not mount (FUSE needs root here)")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     load_before = os.getloadavg()
     if load_before[0] > (os.cpu_count() or 1):
@@ -338,16 +439,19 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
 
-    dsets = casemod.datasets(args.large_mib, args.small_count, args.ls_count)
+    sz = args.sizes
+    dsets = casemod.datasets(sz)
     for ds in dsets.values():
         ds.plan(args.seed)
-    all_cases = casemod.make_cases(dsets)
+    all_cases = casemod.make_cases(dsets, sz, args.seed)
+    if args.case_names == ["all"]:
+        args.case_names = list(all_cases)
     for c in args.case_names:
         if c not in all_cases:
             log("unknown case %r (choose from %s)" % (c, ", ".join(all_cases)))
             return 2
-    cases = {c: all_cases[c] for c in args.case_names}
-    needed = {c.dataset for c in cases.values()}
+    cases = {c: all_cases[c] for c in all_cases if c in args.case_names}  # canonical order
+    needed = {c.dataset for c in cases.values() if c.dataset}
     dsets_needed = {k: v for k, v in dsets.items() if k in needed}
 
     peers, skipped = build_peers(args)
@@ -356,17 +460,20 @@ def main(argv=None):
     versions = {}
     runs = []
     t_start = time.monotonic()
-    interrupted = False
+    deadline = t_start + 60 * args.max_minutes
+    interrupted = out_of_time = False
     try:
         srv = S3Server(buckets=[BUCKET], base_dir=work).start()
         fp, proxy_fix = start_proxy(srv)
         log("s3rver %s, proxy %s, work %s" % (srv.endpoint, fp.endpoint, work))
         seed(srv, dsets_needed, args.seed, work)
+        if "ckpt" in cases:
+            cases["ckpt"].expected_md5()
         for p in peers:
             if p.kind == "mount":
                 p.prepare(fp.endpoint, work)
         versions = {p.name: p.version() for p in peers}
-        ctx = Context(work, srv, dsets, cold=not args.warm)
+        ctx = Context(work, srv, dsets, drop=args.drop_caches)
         failed = set()  # (latency, case, peer) that timed out: not retried
         for lat in args.latencies:
             fp.set_faults(latency={"first_byte_ms": lat} if lat else None)
@@ -374,18 +481,27 @@ def main(argv=None):
                 for cname, case in cases.items():
                     k = run % len(peers) if peers else 0
                     for peer in peers[k:] + peers[:k]:
-                        if peer.kind == "reference" and peer.direct and lat != args.latencies[0]:
-                            continue
+                        if peer.kind == "reference":
+                            if not case.reference:
+                                continue
+                            if peer.direct and (lat != args.latencies[0]
+                                                or cname not in DIRECT_CASES):
+                                continue
                         key = (lat, cname, peer.name)
                         if key in failed:
                             continue
+                        if time.monotonic() > deadline:
+                            raise OutOfTime()
                         t0 = time.monotonic()
+                        label = "%d ms run %d %s" % (lat, run + 1, cname)
                         if peer.kind == "mount":
-                            res = measure_mount(peer, case, ctx, fp, logdir, args.timeout)
+                            res = measure_mount(peer, case, ctx, fp, logdir,
+                                                min(args.timeout, deadline - t0 + 30), label)
                         else:
                             res = measure_reference(peer, case, ctx, fp, srv, args.timeout)
                         res.update({"latency_ms": lat, "case": cname, "peer": peer.name,
-                                    "run": run + 1, "wall_s": time.monotonic() - t0})
+                                    "run": run + 1, "wall_s": time.monotonic() - t0,
+                                    "load1": os.getloadavg()[0]})
                         runs.append(res)
                         if "error" in res:
                             log("%3d ms run %d %-7s %-12s FAILED: %s"
@@ -400,6 +516,10 @@ def main(argv=None):
                             log("%3d ms run %d %-7s %-12s %10.2f %s%s"
                                 % (lat, run + 1, cname, peer.name, res["value"], case.unit,
                                    extra))
+    except OutOfTime:
+        out_of_time = True
+        log("--max-minutes %.0f reached: stopping, reporting what was measured"
+            % args.max_minutes)
     except (KeyboardInterrupt, Interrupted) as e:
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
@@ -434,7 +554,7 @@ def main(argv=None):
         "started": started, "host": platform.node(), "cpus": os.cpu_count(),
         "kernel": platform.release(), "commit": git_commit(), "runs": args.runs,
         "quick": args.quick, "latencies_ms": args.latencies, "interrupted": interrupted,
-        "cold_cache": bool(ctx and ctx.drop_ok),
+        "out_of_time": out_of_time, "drop_caches": bool(ctx and ctx.drop_ok),
         "duration_s": round(time.monotonic() - t_start, 1),
         "peers_run": sorted((p.name for p in peers if any(r["peer"] == p.name for r in runs)),
                             key=DISPLAY_ORDER.index),
@@ -442,16 +562,17 @@ def main(argv=None):
         "versions": versions,
         "settings": {p.name: p.settings() for p in peers},
         "skipped_peers": skipped,
+        "sizes": sz.as_dict(),
         "datasets": {d.name: d.describe() for d in dsets_needed.values()},
-        "cases": {c.name: {"title": c.title, "unit": c.unit,
-                           "higher_is_better": c.higher_is_better} for c in cases.values()},
-        "command": " ".join(sys.argv),
+        "cases": {c.name: c.info() for c in cases.values()},
+        "command": " ".join(["/usr/bin/python3"] + sys.argv),
         "proxy_workaround": proxy_fix,
         "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }
     summary = report.summarize(runs)
     result = {"meta": meta, "runs": runs, "summary": summary,
               "ratios": report.ratios(summary, meta["cases"])}
+    result["targets"] = report.targets(result)
     md, chart = report.write_outputs(result, out_dir)
     print(md)
     log("results in %s (%.0f s)" % (out_dir, meta["duration_s"]))

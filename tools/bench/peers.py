@@ -167,18 +167,27 @@ class MountPeer:
         """One line describing the options used (for the report)."""
         return ""
 
-    def command(self, endpoint, mountpoint, work):
-        """(argv, extra environment) of the foreground daemon."""
+    def command(self, endpoint, mountpoint, work, write=False):
+        """(argv, extra environment) of the foreground daemon; write: the
+        case writes (a peer may need other settings for that)."""
         raise NotImplementedError
+
+    def after_unmount(self, write=False):
+        """Clean up what a mount left behind (local caches)."""
+
+    def collect(self, m, logdir, label):
+        """Peer-specific figures taken at the end of a measured run, before
+        the unmount (objmount: its own stats)."""
+        return {}
 
     def prepare(self, endpoint, work):
         """Write config files once per invocation."""
 
-    def mount(self, endpoint, mountpoint, work, log_path, timeout=30.0):
+    def mount(self, endpoint, mountpoint, work, log_path, timeout=30.0, write=False):
         os.makedirs(mountpoint, exist_ok=True)
         if is_mounted(mountpoint):
             raise MountError("%s is already mounted" % mountpoint)
-        argv, env_extra = self.command(endpoint, mountpoint, work)
+        argv, env_extra = self.command(endpoint, mountpoint, work, write)
         env = clean_env()
         env.update(env_extra)
         with open(log_path, "ab") as log:
@@ -188,6 +197,7 @@ class MountPeer:
                                     env=env, start_new_session=True,
                                     preexec_fn=s3server._set_pdeathsig)
         m = Mount(self, mountpoint, proc, log_path)
+        m.write = write
         _live_mounts.append(m)
         deadline = time.monotonic() + timeout
         while not is_mounted(mountpoint):
@@ -219,7 +229,10 @@ def clean_env():
 
 class S3fs(MountPeer):
     """s3fs-fuse, with its disk cache off and the read/upload parallelism
-    set to objmount's part size and a comparable window (8 x 8 MiB)."""
+    set to objmount's part size and a comparable window (8 x 8 MiB). Writes
+    go to a temporary file in tmpdir; close() uploads it (multipart, 8 parts
+    of 8 MiB at a time) and returns when the upload is complete; no check of
+    what the server stored."""
 
     name = "s3fs"
     options = ["use_path_request_style", "sigv4", "endpoint=us-east-1",
@@ -243,18 +256,26 @@ class S3fs(MountPeer):
         self.tmpdir = os.path.join(work, "s3fs-tmp")
         os.makedirs(self.tmpdir, exist_ok=True)
 
-    def command(self, endpoint, mountpoint, work):
+    def command(self, endpoint, mountpoint, work, write=False):
         opts = ["url=" + endpoint, "passwd_file=" + self.passwd, "tmpdir=" + self.tmpdir]
         opts += self.options + self.extra
         return ["s3fs", BUCKET, mountpoint, "-f", "-o", ",".join(opts)], {}
 
 
 class Rclone(MountPeer):
-    """rclone mount with no VFS cache (reads stream from S3, as objmount's)."""
+    """rclone mount with no VFS cache for reads (reads stream from S3, as
+    objmount's), read-only. For the write case: --vfs-cache-mode writes (rclone
+    cannot open a file for writing without it, except strictly sequential
+    O_WRONLY streams), upload started at close (--vfs-write-back 0s; the
+    default waits 5 s), 8 MiB parts, 8 at a time as the others. rclone's
+    close() returns when the file is in its local cache, before the upload."""
 
     name = "rclone"
     flags = ["--vfs-cache-mode", "off", "--use-server-modtime", "--read-only",
              "--log-level", "NOTICE"]
+    write_flags = ["--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
+                   "--s3-chunk-size", "8M", "--s3-upload-concurrency", "8",
+                   "--use-server-modtime", "--log-level", "NOTICE"]
 
     def available(self):
         return None if shutil.which("rclone") else "rclone not installed"
@@ -263,8 +284,9 @@ class Rclone(MountPeer):
         return tool_version(["rclone", "version"])
 
     def settings(self):
-        return " ".join(["rclone mount bench:bench MNT --config F --cache-dir TMP"]
-                        + self.flags + self.extra)
+        return (" ".join(["rclone mount bench:bench MNT --config F --cache-dir TMP"]
+                         + self.flags + self.extra)
+                + "; checkpoint write: " + " ".join(self.write_flags + self.extra))
 
     def prepare(self, endpoint, work):
         self.config = os.path.join(work, "rclone.conf")
@@ -277,19 +299,29 @@ class Rclone(MountPeer):
         self.cache_dir = os.path.join(work, "rclone-cache")
         os.makedirs(self.cache_dir, exist_ok=True)
 
-    def command(self, endpoint, mountpoint, work):
+    def command(self, endpoint, mountpoint, work, write=False):
         return (["rclone", "mount", "bench:" + BUCKET, mountpoint, "--config", self.config,
-                 "--cache-dir", self.cache_dir] + self.flags + self.extra,
+                 "--cache-dir", self.cache_dir]
+                + (self.write_flags if write else self.flags) + self.extra,
                 {"RCLONE_CONFIG": self.config})
+
+    def after_unmount(self, write=False):
+        """The VFS cache keeps written files for an hour: empty it."""
+        for name in os.listdir(self.cache_dir):
+            shutil.rmtree(os.path.join(self.cache_dir, name), ignore_errors=True)
 
 
 class Objmount(MountPeer):
-    """objmount with its defaults (plus any --objmount-opts)."""
+    """objmount with its defaults (plus any --objmount-opts), its staging
+    and recovery directories (cache_dir) in the bench's work directory.
+    Writes: staged, parts uploaded while writing, committed and verified
+    (HEAD size + ETag, the default verify=etag) in close()."""
 
     name = "objmount"
 
-    def __init__(self, binary=None):
+    def __init__(self, binary=None, ctl=None):
         self.binary = binary or os.path.join(REPO_ROOT, "build", "objmount")
+        self.ctl = ctl or os.path.join(REPO_ROOT, "build", "tools", "objmountctl")
 
     def available(self):
         if not os.access(self.binary, os.X_OK):
@@ -307,6 +339,14 @@ class Objmount(MountPeer):
             self.sha256 = hashlib.sha256(f.read()).hexdigest()
         self.source = self.binary
         self.binary = copy
+        if os.access(self.ctl, os.X_OK):
+            ctl = os.path.join(work, "objmountctl")
+            shutil.copy2(self.ctl, ctl)
+            self.ctl = ctl
+        else:
+            self.ctl = None
+        self.cache_dir = os.path.join(work, "objmount-cache")
+        os.makedirs(self.cache_dir, exist_ok=True)
 
     def version(self):
         v = tool_version([self.binary, "-V"])
@@ -319,13 +359,54 @@ class Objmount(MountPeer):
         return "%s (tree %s%s)" % (v, commit, ", binary sha256 %s" % sha[:12] if sha else "")
 
     def settings(self):
-        return "-f -o " + ",".join(["endpoint=PROXY"] + self.extra) + " (defaults otherwise)"
+        return ("-f -o " + ",".join(["endpoint=PROXY", "cache_dir=TMP"] + self.extra)
+                + " (defaults otherwise)")
 
-    def command(self, endpoint, mountpoint, work):
-        opts = ",".join(["endpoint=" + endpoint] + self.extra)
+    def command(self, endpoint, mountpoint, work, write=False):
+        opts = ",".join(["endpoint=" + endpoint, "cache_dir=" + self.cache_dir] + self.extra)
         return ([self.binary, BUCKET, mountpoint, "-f", "-o", opts],
                 {"AWS_ACCESS_KEY_ID": s3server.ACCESS_KEY,
                  "AWS_SECRET_ACCESS_KEY": s3server.SECRET_KEY})
+
+
+    def collect(self, m, logdir, label):
+        """`objmountctl stats` (text into logs/, Prometheus figures returned):
+        the read-buffer budget, the peak of the read buffers, S3 requests."""
+        if not self.ctl:
+            return {}
+        out = {}
+        try:
+            txt = subprocess.run([self.ctl, "stats", m.mountpoint], capture_output=True,
+                                 text=True, timeout=10)
+            with open(os.path.join(logdir, "objmount-stats.txt"), "a") as f:
+                f.write("== %s\n%s%s\n" % (label, txt.stdout, txt.stderr))
+            for line in txt.stdout.splitlines():
+                if line.startswith("memory:") and "peak" in line:
+                    # memory: read buffers X MiB in use, peak Y MiB, limit Z MiB; ...
+                    try:
+                        out["buffers_peak_mib"] = float(line.split("peak")[1].split()[0])
+                    except (IndexError, ValueError):
+                        pass
+            prom = subprocess.run([self.ctl, "stats", m.mountpoint, "--prometheus"],
+                                  capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return {"stats_error": str(e)}
+        ops = {}
+        for line in prom.splitlines():
+            if line.startswith("objmount_read_buffer_limit_bytes "):
+                out["budget_mib"] = float(line.split()[1]) / (1 << 20)
+            elif line.startswith("objmount_requests_total{"):
+                op = line.split('op="', 1)[1].split('"', 1)[0]
+                ops[op] = int(float(line.split()[-1]))
+            elif line.startswith("objmount_request_retries_total{"):
+                out["retries"] = out.get("retries", 0) + int(float(line.split()[-1]))
+            elif line.startswith("objmount_request_failures_total{"):
+                out["failed_requests"] = out.get("failed_requests", 0) + int(float(line.split()[-1]))
+            elif line.startswith("objmount_connections_opened_total "):
+                out["connections"] = int(float(line.split()[1]))
+        if ops:
+            out["own_requests"] = ops
+        return out
 
 
 class Curl:
