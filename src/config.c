@@ -110,9 +110,10 @@ static const struct opt options[] = {
         "how long a missing name is remembered (default 5; training: 1 day)"),
     OPT("keep_cache", NULL, K_FLAG, keep_cache, 0, 0,
         "keep the kernel page cache across opens without comparing ETags"),
-    OPT("stat_from_listing", NULL, K_FLAG, stat_from_listing, 0, 0,
-        "answer stat of a name from its directory listing without a HEAD (object metadata "
-        "such as x-amz-meta-mode is then not seen; training: on)"),
+    OPT("metadata", "HOW", K_STRING, metadata, 0, 0,
+        "where modes, owners and symlink types come from: 'lookup' (a HEAD when one name is "
+        "looked up; listings for ls -l; default), 'head' (a HEAD for every name, as s3fs-fuse; "
+        "exact everywhere) or 'listing' (never a HEAD; training)"),
     OPT("memory_limit", "SIZE", K_SIZE, memory_limit, 16ULL << 20, 1ULL << 40,
         "budget of read buffers, shared by all open files (default: RAM/8, 256 MiB to 4 GiB)"),
     OPT("part_size", "SIZE", K_SIZE, part_size, 1ULL << 20, 5ULL << 30,
@@ -523,8 +524,8 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
             cfg->negative_timeout_ms = day;
         if (!om_config_is_set(cfg, "keep_cache"))
             cfg->keep_cache = true;
-        if (!om_config_is_set(cfg, "stat_from_listing"))
-            cfg->stat_from_listing = true;
+        if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
+            return -ENOMEM;
     }
     if (!om_config_is_set(cfg, "file_mode"))
         cfg->file_mode = 0666 & ~cfg->umask;
@@ -534,6 +535,12 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
         uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 2ULL << 30;
         cfg->memory_limit = OM_MIN(OM_MAX(ram / 8, 256ULL << 20), 4ULL << 30);
+    }
+    if (cfg->metadata && strcmp(cfg->metadata, "lookup") != 0 &&
+        strcmp(cfg->metadata, "head") != 0 && strcmp(cfg->metadata, "listing") != 0) {
+        snprintf(err, errlen, "option metadata: '%s' is not 'lookup', 'head' or 'listing'",
+                 cfg->metadata);
+        return -EINVAL;
     }
     if (cfg->verify && strcmp(cfg->verify, "etag") != 0 && strcmp(cfg->verify, "read") != 0) {
         snprintf(err, errlen, "option verify: '%s' is not 'etag' or 'read'", cfg->verify);

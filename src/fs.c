@@ -77,8 +77,10 @@ static void fill_entry(struct om_fs *fs, const struct om_attr *a, struct fuse_en
 {
     memset(e, 0, sizeof(*e));
     e->ino = a->ino;
-    e->generation = 1;
     om_attr_to_stat(a, &e->attr);
+    if (!a->ino)
+        return; /* a readdirplus entry without attributes: the kernel looks it up */
+    e->generation = 1;
     e->attr_timeout = fs->attr_timeout;
     e->entry_timeout = fs->entry_timeout;
 }
@@ -782,7 +784,9 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .force_uid = om_config_is_set(cfg, "uid"),
         .force_gid = om_config_is_set(cfg, "gid"),
         .force_mode = om_config_is_set(cfg, "umask") || om_config_is_set(cfg, "file_mode"),
-        .stat_from_listing = cfg->stat_from_listing,
+        .metadata = !cfg->metadata || strcmp(cfg->metadata, "lookup") == 0 ? OM_META_LOOKUP
+                    : strcmp(cfg->metadata, "head") == 0                   ? OM_META_HEAD
+                                                                           : OM_META_LISTING,
         .ro = cfg->ro,
     };
     fs->meta = om_meta_new(client->s3, &mc);

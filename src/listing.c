@@ -380,7 +380,15 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 off = (off_t)(k + 3);
                 continue;
             }
-            if (plus) {
+            struct inode *known = plus ? mi_child_get(d->dir, e->name) : NULL;
+            if (plus && m->cfg.metadata == OM_META_HEAD &&
+                !(known && known->meta_known && known->is_dir == e->is_dir)) {
+                /* no attributes: the kernel looks the name up, which reads its
+                 * metadata (metadata=head) */
+                memset(&a, 0, sizeof(a));
+                a.mode = e->is_dir ? S_IFDIR : S_IFREG;
+                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
+            } else if (plus) {
                 struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);
                 if (!c) {
                     rc = -ENOMEM;

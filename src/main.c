@@ -303,37 +303,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* Everything that serves the mount exists before the mount appears, so
+     * that objmountctl reaches any mount it can see. */
     struct om_fs fs;
     memset(&fs, 0, sizeof(fs));
-    struct fuse_session *se = fuse_session_new(&args, &om_fs_ops, sizeof(om_fs_ops), &fs);
-    fuse_opt_free_args(&args);
-    if (!se) {
-        fail_line("cannot create the FUSE session");
-        return 1;
-    }
-    if (fuse_set_signal_handlers(se) != 0) {
-        fail_line("cannot install signal handlers");
-        fuse_session_destroy(se);
-        return 1;
-    }
-    if (fuse_session_mount(se, cfg.mountpoint) != 0) {
-        fail_line("cannot mount on %s (is /dev/fuse usable, and the mount point free?)",
-                  cfg.mountpoint);
-        fuse_remove_signal_handlers(se);
-        fuse_session_destroy(se);
-        return 1;
-    }
-
-    raise_readahead(cfg.mountpoint, cfg.max_readahead);
     struct om_client client;
     rc = om_client_open(&client, &cfg, err, sizeof(err));
     if (!rc && (rc = om_fs_init(&fs, &cfg, &client, err, sizeof(err))) != 0)
         om_client_close(&client);
     if (rc) {
         fail_line("%s", err);
-        fuse_session_unmount(se);
-        fuse_remove_signal_handlers(se);
-        fuse_session_destroy(se);
+        fuse_opt_free_args(&args);
         return 1;
     }
     struct om_stats_sources sources = {
@@ -351,6 +331,28 @@ int main(int argc, char **argv)
     struct om_ctl *ctl = om_ctl_start(&sources, cfg.mountpoint, err, sizeof(err));
     if (!ctl)
         om_warn("%s: objmountctl cannot reach this mount", err);
+
+    struct fuse_session *se = fuse_session_new(&args, &om_fs_ops, sizeof(om_fs_ops), &fs);
+    fuse_opt_free_args(&args);
+    const char *failed = NULL;
+    if (!se)
+        failed = "cannot create the FUSE session";
+    else if (fuse_set_signal_handlers(se) != 0)
+        failed = "cannot install signal handlers";
+    else if (fuse_session_mount(se, cfg.mountpoint) != 0)
+        failed = "cannot mount (is /dev/fuse usable, and the mount point free?)";
+    if (failed) {
+        fail_line("%s: %s", cfg.mountpoint, failed);
+        if (se) {
+            fuse_remove_signal_handlers(se);
+            fuse_session_destroy(se);
+        }
+        om_ctl_stop(ctl);
+        om_fs_destroy(&fs);
+        om_client_close(&client);
+        return 1;
+    }
+    raise_readahead(cfg.mountpoint, cfg.max_readahead);
     om_info("mounted %s%s%s on %s (endpoint %s)", cfg.bucket, cfg.prefix[0] ? ":" : "",
             cfg.prefix, cfg.mountpoint, cfg.endpoint);
     if (!cfg.foreground) {

@@ -138,6 +138,7 @@ void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
     om_strlcpy(i->content_type, o->content_type, sizeof(i->content_type));
     i->has_mtime = o->has_mtime;
+    i->meta_known = true;
     i->has_mode = o->has_mode;
     i->has_uid = o->has_uid;
     i->has_gid = o->has_gid;
@@ -270,11 +271,14 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
 {
     struct inode *c = mi_child_get(dir, name);
     uint64_t now = om_now_ms();
+    bool want_meta = m->cfg.metadata != OM_META_LISTING;
     if (c && c->pending) {
         /* created here and not stored yet: only this mount knows it */
     } else if (c && (c->is_dir || now < c->attr_expire_ms)) {
         if (c->is_dir && !mi_listing_fresh(dir->listing) && now >= c->attr_expire_ms)
             c = NULL; /* a directory's existence is rechecked after entry_timeout */
+        else if (m->cfg.metadata == OM_META_HEAD && !c->meta_known)
+            c = NULL; /* primed by a listing: its metadata is still to be read */
     } else {
         c = NULL;
     }
@@ -285,8 +289,9 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
             *rc = -ENOENT;
             return 1;
         }
-        if (!d->is_dir && !m->cfg.stat_from_listing)
-            return 2; /* an object: its metadata (mode, owner) needs a HEAD */
+        struct inode *known = mi_child_get(dir, name);
+        if (want_meta && !(known && known->meta_known && known->is_dir == d->is_dir))
+            return d->is_dir ? 3 : 2; /* its metadata (mode, owner, type) needs a HEAD */
         c = mi_child_for(m, dir, name, d->is_dir);
         if (!c) {
             *rc = -ENOMEM;
@@ -303,6 +308,38 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
     mi_fill_attr(m, c, out);
     *rc = 0;
     return 1;
+}
+
+/* A directory's metadata from its marker (dirkey ends with '/'); an absent
+ * marker leaves the defaults. */
+static void read_marker(struct om_meta *m, const char *dirkey, struct om_s3_object *o,
+                        bool *found)
+{
+    struct om_s3_error err;
+    int rc = om_s3_head(m->s3, dirkey, o, &err);
+    *found = rc == 0;
+    if (rc && rc != -ENOENT)
+        om_warn("reading directory metadata %s: %s (HTTP %ld %s)", dirkey, strerror(-rc),
+                err.status, err.code);
+}
+
+/* Directory metadata into an inode. Caller holds m->lock. */
+static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o,
+                           bool found)
+{
+    if (found) {
+        i->has_mode = o->has_mode;
+        i->meta_mode = o->mode;
+        i->has_uid = o->has_uid;
+        i->meta_uid = o->uid;
+        i->has_gid = o->has_gid;
+        i->meta_gid = o->gid;
+        i->has_mtime = o->has_mtime;
+        if (o->has_mtime)
+            i->mtime = o->meta_mtime;
+    }
+    i->meta_known = true;
+    i->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
 }
 
 int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out)
@@ -336,7 +373,7 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
         pthread_mutex_unlock(&m->lock);
         return rc;
     }
-    bool object_only = hit == 2;
+    bool object_only = hit == 2, dir_only = hit == 3;
     size_t klen = strlen(dir->key) + strlen(name) + 1;
     char *key = malloc(klen);
     if (!key) {
@@ -349,15 +386,29 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
 
     struct om_s3_lookup r;
     struct om_s3_error err;
+    struct om_s3_object marker;
+    bool marker_found = false;
+    memset(&err, 0, sizeof(err));
     if (object_only) {
         memset(&r, 0, sizeof(r));
         rc = om_s3_head(m->s3, key, &r.obj, &err);
         r.is_file = rc == 0;
+    } else if (dir_only) {
+        memset(&r, 0, sizeof(r));
+        r.is_dir = r.has_marker = true; /* the HEAD of "key/" tells which */
+        rc = 0;
     } else {
         rc = om_s3_lookup(m->s3, key, &r, &err);
     }
     if (rc && rc != -ENOENT)
         om_warn("lookup %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
+    if (rc == 0 && r.is_dir && r.has_marker && m->cfg.metadata != OM_META_LISTING) {
+        char *dirkey = NULL;
+        if (asprintf(&dirkey, "%s/", key) > 0) {
+            read_marker(m, dirkey, &marker, &marker_found);
+            free(dirkey);
+        }
+    }
 
     pthread_mutex_lock(&m->lock);
     if (rc == 0) {
@@ -366,7 +417,7 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
             rc = -ENOMEM;
         } else {
             if (r.is_dir)
-                c->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+                apply_dir_meta(m, c, &marker, marker_found);
             else
                 mi_set_object_attrs(m, c, &r.obj);
             c->nlookup++;
@@ -421,18 +472,7 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     free(key);
     pthread_mutex_lock(&m->lock);
     if (i->is_dir) {
-        if (rc == 0) {
-            i->has_mode = o.has_mode;
-            i->meta_mode = o.mode;
-            i->has_uid = o.has_uid;
-            i->meta_uid = o.uid;
-            i->has_gid = o.has_gid;
-            i->meta_gid = o.gid;
-            i->has_mtime = o.has_mtime;
-            if (o.has_mtime)
-                i->mtime = o.meta_mtime;
-        }
-        i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
+        apply_dir_meta(m, i, &o, rc == 0);
         rc = 0; /* no marker, or a failed HEAD: the directory is still there */
     } else if (rc == 0) {
         mi_set_object_attrs(m, i, &o);

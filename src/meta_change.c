@@ -41,6 +41,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         c->pending = true;
+        c->meta_known = true;
         c->size = 0;
         c->mtime = now;
         c->etag[0] = '\0';
@@ -96,9 +97,11 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
     struct inode *i = mi_inode_get(m, ino);
     if (i && !i->is_dir) {
         i->pending = false;
+        i->meta_known = true;
         i->size = obj->size;
         i->mtime.tv_sec = obj->mtime;
         i->mtime.tv_nsec = 0;
+        i->has_mtime = obj->has_mtime; /* the next metadata change keeps it */
         if (obj->has_mtime)
             i->mtime = obj->meta_mtime;
         om_strlcpy(i->etag, obj->etag, sizeof(i->etag));
@@ -166,6 +169,7 @@ int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out
 
 static void apply_meta(struct inode *i, const struct om_s3_object *obj)
 {
+    i->meta_known = true;
     i->has_mode = obj->has_mode;
     i->meta_mode = obj->mode;
     i->has_uid = obj->has_uid;

@@ -37,7 +37,8 @@ struct inode {
     uint32_t meta_mode, meta_uid, meta_gid;
     uint64_t attr_expire_ms;
     bool pending; /* created through the mount, not stored yet */
-    bool has_mtime; /* mtime comes from x-amz-meta-mtime */
+    bool has_mtime;  /* mtime comes from x-amz-meta-mtime */
+    bool meta_known; /* mode/owner/type come from the object (HEAD, or made here) */
     char *link_target;        /* symlinks, once read */
     char content_type[128];   /* when a HEAD told it */
     char cached_etag[OM_ETAG_MAX]; /* what the kernel page cache holds */

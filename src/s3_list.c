@@ -143,10 +143,17 @@ static void pair_done(struct om_http_req *req, void *ud)
     pthread_mutex_unlock(&w->m);
 }
 
+struct first {
+    struct om_s3_lookup *out;
+    const char *prefix;
+};
+
+/* Any key under "key/" makes a directory; a "key/" key is its marker. */
 static int first_entry(void *ud, const struct om_list_entry *e)
 {
-    (void)e;
-    *(bool *)ud = true;
+    struct first *f = ud;
+    f->out->is_dir = true;
+    f->out->has_marker = !e->is_prefix && strcmp(e->key, f->prefix) == 0;
     return OM_LIST_STOP;
 }
 
@@ -158,11 +165,11 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
     if (asprintf(&prefix, "%s/", key) < 0)
         return -ENOMEM;
     struct om_s3_call head, list;
-    struct list_ctx l = {.cb = first_entry, .ud = &out->is_dir};
+    struct first f = {.out = out, .prefix = prefix};
+    struct list_ctx l = {.cb = first_entry, .ud = &f};
     struct om_s3_list_params p = {.prefix = prefix, .max_keys = 1};
     int rc = si_call_init(&head, s3, "HEAD", "HeadObject", key, NULL);
     int rl = list_build(s3, &list, &l, &p);
-    free(prefix);
     struct pair_wait w = {.pending = 0};
     pthread_mutex_init(&w.m, NULL);
     pthread_cond_init(&w.cv, NULL);
@@ -190,6 +197,7 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
     }
     si_call_cleanup(&head);
     si_call_cleanup(&list);
+    free(prefix);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.m);
     if (rl == 0 && out->is_dir)

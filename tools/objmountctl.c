@@ -258,7 +258,8 @@ static int cmd_unmount(const char *point, int timeout)
     snprintf(cmd, sizeof(cmd), "drain %d", timeout);
     int rc = om_ctl_request(m.point, m.owner, cmd, &reply, timeout + 10);
     if (rc == 0 && strncmp(reply, "ok", 2) != 0) {
-        fail("%s: %s(not unmounted)", m.point, reply);
+        reply[strcspn(reply, "\n")] = '\0';
+        fail("%s: %s (not unmounted)", m.point, reply);
         free(reply);
         return 1;
     }
@@ -461,6 +462,11 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
     struct om_creds none = {.anonymous = true};
     if (om_config_finalize(cfg, &none, err, sizeof(err)))
         return fail("%s", err);
+    if (strcmp(action, "list") != 0 && strcmp(action, "push") != 0 &&
+        strcmp(action, "drop") != 0)
+        return fail("recover: unknown action '%s' (list, push or drop)", action);
+    if (strcmp(action, "list") != 0 && !all && nids == 0)
+        return fail("recover %s needs IDs (see objmountctl recover list) or --all", action);
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/recovery", cfg->cache_dir);
     char **ids = NULL;
@@ -470,6 +476,8 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             printf("no recovered data in %s\n", dir);
             return 0;
         }
+        if (n == -ENOENT && nids > 0)
+            return fail("no recovered data with ID %s in %s", ids_arg[0], dir);
         return fail("%s: %s", dir, strerror(-n));
     }
     int status = 0;
@@ -489,8 +497,14 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
         }
     } else if (strcmp(action, "push") == 0 || strcmp(action, "drop") == 0) {
         bool push = action[0] == 'p';
-        if (!all && nids == 0)
-            status = fail("recover %s needs IDs (see objmountctl recover list) or --all", action);
+        for (int k = 0; k < nids && !status; k++) {
+            bool known = false;
+            for (int i = 0; i < n && !known; i++)
+                known = strcmp(ids_arg[k], ids[i]) == 0;
+            if (!known)
+                status = fail("no recovered data with ID %s (see objmountctl recover list)",
+                              ids_arg[k]);
+        }
         for (int i = 0; i < n && !status; i++) {
             bool wanted = all;
             for (int k = 0; k < nids && !wanted; k++)
@@ -548,8 +562,6 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             if (!push)
                 printf("dropped %s\n", ids[i]);
         }
-    } else {
-        status = fail("recover: unknown action '%s' (list, push or drop)", action);
     }
     for (int i = 0; i < n; i++)
         free(ids[i]);
@@ -649,8 +661,8 @@ static int cmd_doctor(struct om_config *cfg)
     snprintf(line, sizeof(line), "clock within 5 minutes of the server's (skew %ld s)", skew);
     report(!skewed, line, "synchronise the clock (chrony, systemd-timesyncd or ntpdate)");
     bool creds_ok = rc != -EACCES || skewed;
-    snprintf(line, sizeof(line), "credentials accepted%s%s%s", creds_ok ? "" : ": ", e.code,
-             creds_ok ? "" : (e.message[0] ? " (see message)" : ""));
+    snprintf(line, sizeof(line), "credentials accepted%s%s", creds_ok ? "" : ": ",
+             creds_ok ? "" : e.code);
     report(creds_ok, line,
            strcmp(e.code, "InvalidAccessKeyId") == 0
                ? "the access key is unknown to this endpoint: check which credentials are used "
@@ -659,13 +671,13 @@ static int cmd_doctor(struct om_config *cfg)
                ? "the secret key does not match the access key, or the region is wrong"
                : "grant s3:ListBucket on the bucket to these credentials, or use others");
     bool bucket_ok = rc == 0;
-    snprintf(line, sizeof(line), "bucket '%s' lists%s%s%s", cfg->bucket, bucket_ok ? "" : ": ",
-             bucket_ok ? "" : strerror(-rc), bucket_ok ? "" : (e.code[0] ? " " : ""));
-    if (!bucket_ok)
-        strncat(line, e.code, sizeof(line) - strlen(line) - 1);
-    report(bucket_ok || rc == -EACCES, line,
+    snprintf(line, sizeof(line), "bucket '%s' lists%s%s%s%s", cfg->bucket, bucket_ok ? "" : ": ",
+             bucket_ok ? "" : strerror(-rc), bucket_ok || !e.code[0] ? "" : " ",
+             bucket_ok ? "" : e.code);
+    report(bucket_ok, line,
            rc == -ENOENT ? "check the bucket name, and path_style/virtual_host for this endpoint"
-                         : "see the error above");
+           : rc == -EACCES ? "fix the credentials (see above)"
+                           : "see the error above");
     /* the other addressing style, for a hint */
     struct om_config alt = *cfg;
     struct om_s3_config sc;
@@ -675,14 +687,18 @@ static int cmd_doctor(struct om_config *cfg)
     if (other) {
         struct om_s3_error e2;
         int rc2 = om_s3_check_bucket(other, NULL, &e2);
-        snprintf(line, sizeof(line), "addressing: %s works%s, %s %s", 
-                 sc.addressing == OM_ADDR_VHOST ? "path-style" : "virtual-host",
-                 bucket_ok ? "" : " not",
-                 sc.addressing == OM_ADDR_VHOST ? "virtual-host" : "path-style",
-                 rc2 == 0 ? "works too" : "does not");
-        report(bucket_ok || rc2 != 0, line,
-               sc.addressing == OM_ADDR_VHOST ? "mount with -o virtual_host"
-                                              : "mount with -o path_style");
+        const char *mine = sc.addressing == OM_ADDR_VHOST ? "path-style" : "virtual-host";
+        const char *theirs = sc.addressing == OM_ADDR_VHOST ? "virtual-host" : "path-style";
+        if (bucket_ok || rc2 != 0) {
+            snprintf(line, sizeof(line), "addressing: %s %s, %s %s", mine,
+                     bucket_ok ? "works" : "fails too", theirs, rc2 == 0 ? "works too" : "does not");
+            printf("[info] %s\n", line);
+        } else {
+            snprintf(line, sizeof(line), "addressing: %s fails, %s works", mine, theirs);
+            report(false, line,
+                   sc.addressing == OM_ADDR_VHOST ? "mount with -o virtual_host"
+                                                  : "mount with -o path_style");
+        }
         om_s3_free(other);
     }
     /* object requests: AIStore redirects those, not listings */
@@ -774,6 +790,16 @@ int main(int argc, char **argv)
             return fail("%s", err);
         return cmd_doctor(&cfg);
     }
-    fputs(usage, stderr);
+    static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
+                                        "doctor"};
+    bool is_known = false;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        is_known |= strcmp(cmd, known[i]) == 0;
+    if (!is_known)
+        fprintf(stderr, "objmountctl: unknown command '%s' (see objmountctl --help)\n", cmd);
+    else if (strcmp(cmd, "uploads") == 0 && npos == 3)
+        fprintf(stderr, "objmountctl: uploads: unknown action '%s' (list or abort)\n", pos[1]);
+    else
+        fprintf(stderr, "objmountctl: %s: wrong arguments (see objmountctl --help)\n", cmd);
     return 2;
 }

@@ -64,7 +64,7 @@ struct om_config {
     uint64_t entry_timeout_ms;
     uint64_t negative_timeout_ms;
     bool keep_cache; /* keep the page cache across opens without checking ETags */
-    bool stat_from_listing;
+    char *metadata; /* "listing", "lookup" or "head" */
 
     /* the read path */
     uint64_t memory_limit; /* bytes of read buffers; 0 = sized to the machine */

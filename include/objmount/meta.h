@@ -38,9 +38,13 @@ struct om_meta_config {
     mode_t file_mode; /* permission bits */
     mode_t dir_mode;
     bool force_uid, force_gid, force_mode; /* ignore x-amz-meta-* for these */
-    /* Answer a lookup of an object named in a fresh listing without a HEAD
-     * (listings carry sizes, times and ETags, not modes or owners). */
-    bool stat_from_listing;
+    /* Where object metadata (mode, owner, symlink type) comes from; listings
+     * carry sizes, times and ETags only. */
+    enum om_metadata_mode {
+        OM_META_LOOKUP = 0, /* HEAD when one name is looked up; listings for readdir */
+        OM_META_HEAD,       /* HEAD for every name, readdir too (as s3fs-fuse) */
+        OM_META_LISTING,    /* never a HEAD for metadata */
+    } metadata;
     bool ro;
 };
 

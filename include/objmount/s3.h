@@ -226,6 +226,7 @@ int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, 
 struct om_s3_lookup {
     bool is_file;
     bool is_dir;
+    bool has_marker;         /* the directory has a "key/" marker object */
     struct om_s3_object obj; /* when is_file */
 };
 int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
