@@ -15,9 +15,11 @@ gateway and s3rver are stopped, the work directory is removed, and the exit
 status is that of a SIGINT death. The servers and the daemon are also started
 with PR_SET_PDEATHSIG, so even a SIGKILL of this process stops them.
 
-    /usr/bin/python3 tools/demo.py [--direct] [-o OPTS] [--classes N] [--per-class N]
+    /usr/bin/python3 tools/demo.py [--direct] [-o OPTS] [--log FILE] [--classes N]
+                                   [--per-class N]
         --direct   mount s3rver itself instead of the AIStore gateway
         -o OPTS    more objmount options (log_level=debug, ...)
+        --log FILE keep the daemon's log in FILE
 """
 
 import argparse
@@ -244,7 +246,7 @@ def run(args, work, live):
     say("done in %.1f s" % (time.monotonic() - t))
 
 
-def cleanup(live, work, failed):
+def cleanup(live, work, failed, log=None):
     """Unmount, stop the gateway and s3rver, remove the work directory.
     Never removes anything under a mount point that is still mounted. After
     a failure the daemon's log is kept in a file named on the way out."""
@@ -262,11 +264,15 @@ def cleanup(live, work, failed):
             problems.append("objmount exited with status %s%s" % (
                 m.returncode, " (killed after the unmount timed out)" if m.killed else ""))
             failed = True
-        if failed and m.log:
-            fd, keep = tempfile.mkstemp(prefix="objmount-demo-daemon.", suffix=".log")
-            with os.fdopen(fd, "w") as f:
+        if log or (failed and m.log):
+            if log:
+                f = open(log, "w")
+            else:
+                fd, log = tempfile.mkstemp(prefix="objmount-demo-daemon.", suffix=".log")
+                f = os.fdopen(fd, "w")
+            with f:
                 f.write(m.log)
-            say("demo: the daemon's log is in %s" % keep)
+            say("demo: the daemon's log is in %s" % log)
     for name in ("proxy", "server"):
         if live.get(name) is not None:
             try:
@@ -285,6 +291,8 @@ def main():
                    help="mount s3rver directly instead of through the AIStore gateway")
     p.add_argument("-o", dest="opts", default="",
                    help="more objmount options (e.g. log_level=debug)")
+    p.add_argument("--log", metavar="FILE",
+                   help="keep the daemon's log (stderr) in FILE")
     p.add_argument("--classes", type=int, default=8)
     p.add_argument("--per-class", type=int, default=64)
     args = p.parse_args()
@@ -314,7 +322,7 @@ def main():
     finally:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup
-        problems = cleanup(live, work, status not in (0, 130))
+        problems = cleanup(live, work, status not in (0, 130), args.log)
     if problems:
         say("demo: cleanup problems: " + "; ".join(problems))
         return status or 1

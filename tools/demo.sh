@@ -7,9 +7,10 @@
 # torch.save checkpoint written through the mount, `objmountctl stats`, and a
 # clean unmount and shutdown.
 #
-#   tools/demo.sh [--direct] [-o OPTS] [--classes N] [--per-class N]
+#   tools/demo.sh [--direct] [-o OPTS] [--log FILE] [--classes N] [--per-class N]
 #       --direct   mount s3rver itself, without the AIStore gateway
 #       -o OPTS    more objmount options (e.g. log_level=debug)
+#       --log FILE keep the daemon's log in FILE
 #
 # Ctrl-C at any point leaves nothing mounted or running: until the demo
 # starts, nothing runs but the installer and the build; from then on
