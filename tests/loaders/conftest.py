@@ -96,14 +96,14 @@ def write_records(payloads):
 class LoaderData:
     """bucket; root (local directory mirroring the bucket); objects {key: bytes};
     records (payloads of records/train-00000.rec, in order); tar_members
-    [(name, bytes)] of shards/shard-000000.tar in order; arrays {name: ndarray}."""
+    {key: [(name, bytes)] in order} of shards/shard-00000N.tar; arrays {name: ndarray}."""
 
     def __init__(self, root):
         self.root = root
         self.bucket = None
         self.objects = {}
         self.records = []
-        self.tar_members = []
+        self.tar_members = {}
         self.arrays = {}
         self.classes, self.per_class = CLASSES, PER_CLASS
 
@@ -188,8 +188,16 @@ def _gen_h5(d, rng, tmp):
         f.attrs["classes"] = 1000
     with open(path, "rb") as f:
         d.add("h5/data.h5", f.read())
-    os.unlink(path)
     d.arrays.update({"h5/features": feats, "h5/images": imgs, "h5/labels": labels})
+    # one sample per chunk, read by DataLoader workers
+    samples = rng.integers(0, 256, size=(600, 48, 48, 3), dtype=np.uint8)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=samples, chunks=(1, 48, 48, 3), compression="gzip")
+        f.create_dataset("y", data=labels[:600], chunks=(600,))
+    with open(path, "rb") as f:
+        d.add("h5/samples.h5", f.read())
+    os.unlink(path)
+    d.arrays.update({"h5/samples/x": samples, "h5/samples/y": labels[:600]})
 
 
 def _gen_streams(d):
@@ -199,25 +207,27 @@ def _gen_streams(d):
              for i in range(400)]
     d.records = [r.randbytes(n) for n in sizes]
     d.add("records/train-00000.rec", write_records(d.records))
-    # WebDataset-style shard: per sample <key>.jpg, <key>.cls, <key>.json, in order
+    # WebDataset-style shards: per sample <key>.jpg, <key>.cls, <key>.json, in order
     jpgs = [d.objects[k] for k in d.keys("tree/") if k.endswith(".jpg")]
-    members = []
-    for i in range(240):
-        key = "sample%06d" % i
-        members.append((key + ".jpg", jpgs[i % len(jpgs)] if jpgs else r.randbytes(50_000)))
-        members.append((key + ".cls", b"%d" % (i % 7)))
-        members.append((key + ".json", json.dumps({"i": i, "pad": "x" * r.randint(0, 3000)})
-                        .encode()))
-        if i % 40 == 0:
-            members.append((key + ".bin", r.randbytes(r.randint(1 << 20, 2 << 20))))
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mtime, ti.mode = len(data), 1700000000, 0o644
-            t.addfile(ti, io.BytesIO(data))
-    d.tar_members = members
-    d.add("shards/shard-000000.tar", out.getvalue())
+    for shard in range(2):
+        members = []
+        for i in range(shard * 240, shard * 240 + 240):
+            key = "sample%06d" % i
+            members.append((key + ".jpg", jpgs[i % len(jpgs)] if jpgs else r.randbytes(50_000)))
+            members.append((key + ".cls", b"%d" % (i % 7)))
+            members.append((key + ".json", json.dumps({"i": i, "pad": "x" * r.randint(0, 3000)})
+                            .encode()))
+            if i % 40 == 0:
+                members.append((key + ".bin", r.randbytes(r.randint(1 << 20, 2 << 20))))
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for name, data in members:
+                ti = tarfile.TarInfo(name)
+                ti.size, ti.mtime, ti.mode = len(data), 1700000000, 0o644
+                t.addfile(ti, io.BytesIO(data))
+        key = "shards/shard-%06d.tar" % shard
+        d.tar_members[key] = members
+        d.add(key, out.getvalue())
 
 
 @pytest.fixture(scope="session")

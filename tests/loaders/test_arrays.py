@@ -89,6 +89,45 @@ def test_h5py_chunked_compressed_random_slices(data_mount, loader_data, redirect
         assert np.array_equal(f["labels"][:], labels)
 
 
+class H5Samples:
+    """A map-style dataset over an HDF5 file, opened lazily in each DataLoader
+    worker (h5py handles do not survive fork): the usual HDF5 loader."""
+
+    def __init__(self, path):
+        self.path = path
+        self.f = None
+
+    def __len__(self):
+        with h5py.File(self.path, "r") as f:
+            return f["x"].shape[0]
+
+    def __getitem__(self, i):
+        if self.f is None:
+            self.f = h5py.File(self.path, "r")
+        return i, self.f["x"][i], int(self.f["y"][i])
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_h5py_samples_in_dataloader_workers(data_mount, loader_data, redirected):
+    """Four workers read one HDF5 file at once, a chunk per sample, two
+    shuffled epochs."""
+    torch = pytest.importorskip("torch")
+    x, y = loader_data.arrays["h5/samples/x"], loader_data.arrays["h5/samples/y"]
+    ds = H5Samples(data_mount.join("h5/samples.h5"))
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True, num_workers=4,
+                                         collate_fn=lambda b: b,
+                                         generator=torch.Generator().manual_seed(3))
+    with redirected():
+        for epoch in range(2):
+            seen = []
+            for batch in loader:
+                for i, xi, yi in batch:
+                    assert np.array_equal(xi, x[i]) and yi == y[i], \
+                        "sample %d differs (epoch %d)" % (i, epoch)
+                    seen.append(i)
+            assert sorted(seen) == list(range(len(x))), "epoch %d" % epoch
+
+
 def write_h5(path):
     """A chunked, compressed HDF5 file written the way h5py writes one: slabs,
     a resize, a write back at the front, attributes (metadata flushed behind

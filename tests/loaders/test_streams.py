@@ -5,6 +5,8 @@ import struct
 import tarfile
 import zlib
 
+import pytest
+
 
 def read_records(f):
     """Yield the payloads of a TFRecord-style file (see conftest.write_records),
@@ -41,11 +43,16 @@ def test_length_prefixed_records_sequential(data_mount, loader_data, redirected)
                 assert f.read(1) == b""
 
 
-def test_webdataset_tar_shard_streaming(data_mount, loader_data, redirected):
-    want = loader_data.tar_members
+@pytest.mark.parametrize("shard,buffering", [(0, -1), (1, 0)], ids=["buffered", "raw"])
+def test_webdataset_tar_shard_streaming(data_mount, loader_data, redirected, shard, buffering):
+    """tarfile's stream mode reads 10 KiB records and never seeks; `raw`
+    hands it an unbuffered file, so each record is one read(2) on the mount."""
+    key = "shards/shard-%06d.tar" % shard
+    want = loader_data.tar_members[key]
     got = []
-    with redirected():
-        with tarfile.open(data_mount.join("shards/shard-000000.tar"), mode="r|") as tar:
+    path = data_mount.join(key)
+    with redirected(), open(path, "rb", buffering=buffering) as f:
+        with tarfile.open(fileobj=f, mode="r|") as tar:
             for member in tar:
                 assert member.isfile(), member.name
                 data = tar.extractfile(member).read()
@@ -56,5 +63,4 @@ def test_webdataset_tar_shard_streaming(data_mount, loader_data, redirected):
                 assert data == want[i][1], "%s: contents differ" % member.name
                 got.append(member.name)
     assert len(got) == len(want)
-    samples = {n.rsplit(".", 1)[0] for n in got}
-    assert len(samples) == 240
+    assert len({n.rsplit(".", 1)[0] for n in got}) == 240  # samples
