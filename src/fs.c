@@ -78,8 +78,12 @@ static void fill_entry(struct om_fs *fs, const struct om_attr *a, struct fuse_en
     memset(e, 0, sizeof(*e));
     e->ino = a->ino;
     om_attr_to_stat(a, &e->attr);
-    if (!a->ino)
-        return; /* a readdirplus entry without attributes: the kernel looks it up */
+    if (!a->ino) {
+        /* a readdirplus entry without attributes: the kernel looks it up. Its
+         * d_ino must not be 0, which readdir(3) skips as a deleted entry. */
+        e->attr.st_ino = 0xffffffff; /* FUSE_UNKNOWN_INO */
+        return;
+    }
     e->generation = 1;
     e->attr_timeout = fs->attr_timeout;
     e->entry_timeout = fs->entry_timeout;

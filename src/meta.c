@@ -277,7 +277,7 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
     } else if (c && (c->is_dir || now < c->attr_expire_ms)) {
         if (c->is_dir && !mi_listing_fresh(dir->listing) && now >= c->attr_expire_ms)
             c = NULL; /* a directory's existence is rechecked after entry_timeout */
-        else if (m->cfg.metadata == OM_META_HEAD && !c->meta_known)
+        else if (mi_meta_by_lookup(m, c->is_dir) && !c->meta_known)
             c = NULL; /* primed by a listing: its metadata is still to be read */
     } else {
         c = NULL;
@@ -483,6 +483,24 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     return rc;
 }
 
+static mode_t inode_type(const struct om_meta *m, const struct inode *i)
+{
+    struct om_attr a;
+    mi_fill_attr(m, i, &a);
+    return a.mode & S_IFMT;
+}
+
+/* The object's type changed since the kernel saw it: a file listed as
+ * regular turned out a symlink when HEADed (metadata=lookup), or another
+ * client replaced it. The kernel marks an inode whose type changes on
+ * getattr bad (EIO for good); ESTALE instead makes the path walk retry with
+ * a fresh lookup, which binds the name to a new kernel inode. */
+static int type_changed(const struct inode *i)
+{
+    om_debug("%s: type changed, the kernel looks it up again", i->key);
+    return -ESTALE;
+}
+
 int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
 {
     pthread_mutex_lock(&m->lock);
@@ -493,7 +511,10 @@ int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
         bool fresh = i->is_dir || om_now_ms() < i->attr_expire_ms;
         if (fresh)
             m->st.getattrs_cached++;
+        mode_t was = inode_type(m, i);
         rc = refresh(m, i, false);
+        if (!rc && inode_type(m, i) != was)
+            rc = type_changed(i);
         if (!rc)
             mi_fill_attr(m, i, out);
         /* refresh may have dropped the last reference holder's claim */
@@ -521,7 +542,10 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
         return -EISDIR;
     }
     i->refs++;
+    mode_t was = inode_type(m, i);
     int rc = refresh(m, i, false);
+    if (!rc && inode_type(m, i) != was)
+        rc = type_changed(i);
     if (!rc) {
         *key = strdup(i->key);
         if (!*key)

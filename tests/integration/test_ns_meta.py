@@ -4,7 +4,8 @@ chmod, chown and utimens are stored as x-amz-meta-mode/-uid/-gid/-mtime
 (s3fs-fuse names; mode in decimal with the file type bits): on a closed file
 by a self-copy that moves no data, on a directory on its "dir/" marker. The
 stat of one name HEADs the object so its mode and owner show, also after the
-directory was listed (unless stat_from_listing). Symbolic links are stored
+directory was listed with metadata=head (metadata=lookup, the default, takes
+files' attributes from listings until attr_timeout). Symbolic links are stored
 as s3fs-fuse stores them: an object holding the target, with
 x-amz-meta-mode S_IFLNK|0777. Hard links are refused with ENOTSUP. Read-only
 extended attributes name the object: user.objmount.etag, .key and
@@ -14,6 +15,7 @@ import errno
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -116,30 +118,63 @@ def seed_listed(s3client, bucket):
                   ContentType="application/x-directory")
 
 
-@pytest.mark.parametrize("listing", ["none", "listdir", "ls-l"])
-def test_stat_of_one_name_shows_its_stored_metadata(rw_mount, bucket, s3client, listing):
-    """Whatever listed the directory before, the stat of a name shows the
-    type, mode, owner and mtime stored on the object (a HEAD)."""
+@pytest.mark.parametrize("listing,metadata", [("none", ""), ("none", "metadata=head"),
+                                              ("listdir", "metadata=head"),
+                                              ("ls-l", "metadata=head")])
+def test_stat_of_one_name_shows_its_stored_metadata(rw_mount, bucket, s3client, listing,
+                                                    metadata):
+    """The stat of a name not listed before shows the type, mode, owner and
+    mtime stored on the object (a HEAD); with metadata=head also after its
+    directory was listed."""
     seed_listed(s3client, bucket)
-    m = rw_mount(bucket)
+    m = rw_mount(bucket, metadata)
     if listing == "listdir":
         assert sorted(os.listdir(m.join("dir"))) == ["file", "link", "sub"]
     elif listing == "ls-l":
         subprocess.run(["ls", "-l", m.join("dir")], check=True, capture_output=True)
-    got = {name: fresh_stat(m.join(name)) for name in LISTED}
-    want = {name: v + (MTIME,) for name, v in LISTED.items()}
+    assert_listed_metadata(m, "stat after listing=%s %s" % (listing, metadata))
+
+
+def assert_listed_metadata(m, what, names=LISTED):
+    got = {name: fresh_stat(m.join(name)) for name in names}
+    want = {name: v + (MTIME,) for name, v in LISTED.items() if name in names}
     bad = ["%s: type %o mode %o uid %d gid %d mtime %d, want type %o mode %o uid %d gid %d "
            "mtime %d" % ((name,) + got[name] + want[name])
-           for name in LISTED if got[name] != want[name]]
-    assert not bad, "stat after listing=%s:\n  %s" % (listing, "\n  ".join(bad))
+           for name in names if got[name] != want[name]]
+    assert not bad, "%s:\n  %s" % (what, "\n  ".join(bad))
     assert os.readlink(m.join("dir/link")) == "file"
 
 
-def test_stat_from_listing_answers_without_object_metadata(rw_mount, bucket, s3client):
-    """The documented trade: stat_from_listing costs no HEAD and so does not
+def test_ls_l_costs_no_head_per_file_and_metadata_shows_after_attr_timeout(
+        rw_mount, bucket, s3client, faultproxy):
+    """metadata=lookup (the default): ls -l takes files' attributes from the
+    listing (no HEAD per file); a listed directory is looked up, so its
+    stored mode shows at once; files' stored metadata shows once
+    attr_timeout expires."""
+    seed_listed(s3client, bucket)
+    for i in range(20):
+        s3client.put_object(Bucket=bucket, Key="dir/plain%02d" % i, Body=b"x" * i)
+    m = rw_mount(bucket, "attr_timeout=2", endpoint=faultproxy.endpoint)
+    os.stat(m.join("dir"))
+    faultproxy.reset_stats()
+    out = subprocess.run(["ls", "-l", m.join("dir")], check=True, capture_output=True,
+                         text=True).stdout
+    heads = faultproxy.stats()["requests"]["by_kind"].get("HeadObject", 0)
+    assert len(out.splitlines()) == 24, out
+    assert heads <= 2, "ls -l of 22 files and a directory sent %d HEADs" % heads
+    sub = os.lstat(m.join("dir/sub"))
+    assert (stat.S_IMODE(sub.st_mode), sub.st_uid, sub.st_gid) == (0o700, 1234, 5678), sub
+    f = os.lstat(m.join("dir/file"))
+    assert stat.S_ISREG(f.st_mode) and f.st_size == 4
+    time.sleep(2.5)
+    assert_listed_metadata(m, "after attr_timeout")
+
+
+def test_metadata_listing_answers_without_object_metadata(rw_mount, bucket, s3client):
+    """The documented trade: metadata=listing costs no HEAD and so does not
     see modes and owners stored on objects."""
     put_with_meta(s3client, bucket, "d/f", b"data", stat.S_IFREG | 0o600, 1234, 5678, MTIME)
-    m = rw_mount(bucket, "stat_from_listing")
+    m = rw_mount(bucket, "metadata=listing")
     os.listdir(m.join("d"))
     st = os.stat(m.join("d/f"))
     assert stat.S_ISREG(st.st_mode) and st.st_size == 4
