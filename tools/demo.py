@@ -46,8 +46,10 @@ WORKERS = 4
 BATCH = 32
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP; a KeyboardInterrupt, so DataLoader workers (which
+    inherit the handler) stop quietly, as they do on SIGINT."""
+
 
 
 def say(msg=""):
@@ -94,6 +96,13 @@ def make_h5(path):
 
 
 # -- the loaders ---------------------------------------------------------------------
+def quiet_worker(_):
+    # SIGTERM/SIGHUP sent to the whole process group: the main process stops
+    # the workers itself (as on Ctrl-C), so they must not die first
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+
+
 def epoch(root, pixels):
     """One DataLoader epoch over ImageFolder(root); (images, seconds).
     Each worker checksums what it decoded; the main process compares."""
@@ -120,7 +129,7 @@ def epoch(root, pixels):
 
     folder = datasets.ImageFolder(root, transform=transforms.PILToTensor())
     loader = torch.utils.data.DataLoader(Checked(folder), batch_size=BATCH, shuffle=True,
-                                         num_workers=WORKERS)
+                                         num_workers=WORKERS, worker_init_fn=quiet_worker)
     seen = 0
     t0 = time.monotonic()
     it = iter(loader)
@@ -213,8 +222,10 @@ def run(args, work, live):
                                                           args.opts])))
     t0 = time.monotonic()
     m.start()
-    say("      %s %s %s -o %s [%.2f s]" % (os.path.relpath(os.path.join(BUILD_DIR, "objmount"),
-                                                         ROOT), BUCKET, mnt, m.options(),
+    daemon = os.path.join(BUILD_DIR, "objmount")
+    if daemon.startswith(ROOT + os.sep):
+        daemon = os.path.relpath(daemon, ROOT)
+    say("      %s %s %s -o %s [%.2f s]" % (daemon, BUCKET, mnt, m.options(),
                                            time.monotonic() - t0))
 
     say("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
@@ -279,8 +290,7 @@ def cleanup(live, work, failed, log=None):
                 live[name].stop()
             except Exception as e:
                 problems.append("%s: %s" % (name, e))
-    mnt = os.path.join(work, "mnt")
-    if not is_mounted(mnt):
+    if work and not is_mounted(os.path.join(work, "mnt")):
         shutil.rmtree(work, ignore_errors=True)
     return problems
 
@@ -303,12 +313,11 @@ def main():
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, stop)
     os.environ.update(AWS_ACCESS_KEY_ID=s3s.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3s.SECRET_KEY)
-    work = tempfile.mkdtemp(prefix="objmount-demo.")
-    live = {}
-    status = 0
+    work, live, status = None, {}, 0
     try:
+        work = tempfile.mkdtemp(prefix="objmount-demo.")
         run(args, work, live)
-    except (KeyboardInterrupt, Interrupted) as e:
+    except KeyboardInterrupt as e:
         say("\ndemo: interrupted (%s); cleaning up" % (str(e) or "SIGINT"))
         status = 130
     except SystemExit as e:
