@@ -20,6 +20,8 @@ Every test runs twice, over the fixture `backend`:
                 (harness.mount.MountFactory); unmounted and checked at teardown
   redirected    context manager: the block must have caused redirects on the
                 aistore backend (proves the data went through the gateway)
+  nothing_recovered
+                function: call to assert no commit left data in recovery/
 
 Mount options: cache_dir=<tmp>,retry_base=0.02,retry_max=0.2, plus
 $OBJMOUNT_LOADER_OPTS when set (e.g. log_level=debug to keep a debug log; the
@@ -38,7 +40,7 @@ import zlib
 import pytest
 
 from harness.faultproxy import FaultProxy
-from harness.mount import MountFactory, new_bucket, seed
+from harness.mount import IMPL, MountFactory, new_bucket, seed
 
 FAST = "retry_base=0.02,retry_max=0.2"
 EXTRA_OPTS = os.environ.get("OBJMOUNT_LOADER_OPTS", "")
@@ -319,6 +321,19 @@ def cache_dir(tmp_path):
     d = tmp_path / "cache"
     d.mkdir()
     return str(d)
+
+
+@pytest.fixture
+def nothing_recovered(cache_dir):
+    """Call it to assert objmount kept nothing in cache_dir/recovery (no
+    commit failed). No-op under OBJMOUNT_TEST_MOUNT=s3fs (no recovery)."""
+
+    def check():
+        if IMPL == "objmount":
+            kept = os.listdir(os.path.join(cache_dir, "recovery"))
+            assert not kept, "commits failed; kept in recovery: %s" % kept
+
+    return check
 
 
 @pytest.fixture

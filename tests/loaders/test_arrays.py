@@ -160,8 +160,8 @@ def check_h5(path, x, y):
         assert np.array_equal(f["y"][:], y)
 
 
-def test_h5py_file_written_through_mount_reads_back(mount, bucket, s3client, cache_dir,
-                                                    tmp_path, redirected):
+def test_h5py_file_written_through_mount_reads_back(mount, bucket, s3client, tmp_path,
+                                                    redirected, nothing_recovered):
     m = mount(bucket)
     with redirected("the h5py write"):
         x, y = write_h5(m.join("written.h5"))
@@ -174,4 +174,4 @@ def test_h5py_file_written_through_mount_reads_back(mount, bucket, s3client, cac
     with redirected("the reads after remount"):
         check_h5(m2.join("written.h5"), x, y)
     assert os.path.getsize(m2.join("written.h5")) == local.stat().st_size
-    assert not os.listdir(os.path.join(cache_dir, "recovery"))
+    nothing_recovered()

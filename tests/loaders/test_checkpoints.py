@@ -38,7 +38,7 @@ def check_same(got, want, where):
         assert torch.equal(got["model"][k], t), "%s: model.%s differs" % (where, k)
 
 
-def test_torch_save_fsync_then_load(mount, bucket, s3client, cache_dir, redirected):
+def test_torch_save_fsync_then_load(mount, bucket, s3client, redirected, nothing_recovered):
     want = state_dict()
     m = mount(bucket)
     path = m.join("ckpt", "epoch7.pt")
@@ -56,4 +56,4 @@ def test_torch_save_fsync_then_load(mount, bucket, s3client, cache_dir, redirect
     m2 = mount(bucket)
     with redirected("torch.load after remount"):
         check_same(torch.load(m2.join("ckpt", "epoch7.pt")), want, "after remount")
-    assert not os.listdir(os.path.join(cache_dir, "recovery"))
+    nothing_recovered()
