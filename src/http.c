@@ -144,7 +144,7 @@ struct om_http {
     int nops;
 
     struct {
-        atomic_uint_fast64_t requests, attempts, retries, redirects, failures, short_bodies,
+        atomic_uint_fast64_t requests, attempts, retries, redirects, failures, cancelled, short_bodies,
             bytes_in, bytes_out, connections;
     } st;
 };
@@ -808,7 +808,7 @@ static void count_op(struct om_http *h, const struct om_http_xfer *x)
     }
     if (s) {
         s->requests++;
-        s->failures += req->error != 0;
+        s->failures += req->error != 0 && req->error != -ECANCELED;
         s->retries += req->attempts > 1 ? (uint64_t)(req->attempts - 1 - req->redirects) : 0;
         s->redirects += (uint64_t)req->redirects;
         s->bytes_in += x->total_in;
@@ -855,7 +855,9 @@ static void finish(struct om_http_xfer *x)
     for (int i = 0; i < x->nvisited; i++)
         free(x->visited[i]);
     atomic_fetch_add(&h->st.requests, 1);
-    if (req->error)
+    if (req->error == -ECANCELED) /* abandoned by its caller: not a failure */
+        atomic_fetch_add(&h->st.cancelled, 1);
+    else if (req->error)
         atomic_fetch_add(&h->st.failures, 1);
     if (om_log_enabled(OM_LOG_DEBUG)) {
         double ms = (double)(om_now_ns() - x->start_ns) / 1e6;
@@ -1179,6 +1181,7 @@ void om_http_get_stats(struct om_http *h, struct om_http_stats *out)
     out->retries = atomic_load(&h->st.retries);
     out->redirects = atomic_load(&h->st.redirects);
     out->failures = atomic_load(&h->st.failures);
+    out->cancelled = atomic_load(&h->st.cancelled);
     out->short_bodies = atomic_load(&h->st.short_bodies);
     out->bytes_in = atomic_load(&h->st.bytes_in);
     out->bytes_out = atomic_load(&h->st.bytes_out);

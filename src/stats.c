@@ -111,10 +111,11 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
         rc = om_buf_printf(
             b,
             "\nrequests %" PRIu64 ", attempts %" PRIu64 ", retries %" PRIu64 ", redirects %" PRIu64
-            ", failures %" PRIu64 ", short bodies %" PRIu64 ", connections opened %" PRIu64 "\n"
+            ", failures %" PRIu64 ", cancelled %" PRIu64 ", short bodies %" PRIu64
+            ", connections opened %" PRIu64 "\n"
             "received %.1f MiB, sent %.1f MiB\n",
             n->http.requests, n->http.attempts, n->http.retries, n->http.redirects,
-            n->http.failures, n->http.short_bodies, n->http.connections,
+            n->http.failures, n->http.cancelled, n->http.short_bodies, n->http.connections,
             (double)n->http.bytes_in / 1048576.0, (double)n->http.bytes_out / 1048576.0);
     if (!rc)
         rc = om_buf_printf(
@@ -216,6 +217,10 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
     if (!rc)
         rc = PROM_COUNTER(b, "short_bodies_total", "Responses shorter than announced.",
                           n->http.short_bodies);
+    if (!rc)
+        rc = PROM_COUNTER(b, "requests_cancelled_total",
+                          "Requests abandoned by objmount (prefetch no longer wanted).",
+                          n->http.cancelled);
     if (!rc)
         rc = PROM_COUNTER(b, "connections_opened_total", "Connections opened.",
                           n->http.connections);

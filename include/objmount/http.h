@@ -158,7 +158,8 @@ struct om_http_stats {
     uint64_t attempts;  /* attempts sent */
     uint64_t retries;
     uint64_t redirects;
-    uint64_t failures;  /* requests that ended in error */
+    uint64_t failures;  /* requests that ended in error (not counting cancelled) */
+    uint64_t cancelled; /* abandoned by the caller (a prefetch no longer wanted) */
     uint64_t short_bodies;
     uint64_t bytes_in;  /* body bytes received */
     uint64_t bytes_out; /* body bytes sent */
