@@ -438,17 +438,8 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
         return rc == -ESTALE ? -EIO : rc;
     }
     memset(obj, 0, sizeof(*obj));
-    obj->size = size;
-    obj->mtime = time(NULL);
     om_strlcpy(obj->etag, newetag, sizeof(obj->etag));
-    obj->has_mode = m->has_mode;
-    obj->mode = (uint32_t)m->mode;
-    obj->has_uid = m->has_uid;
-    obj->uid = m->uid;
-    obj->has_gid = m->has_gid;
-    obj->gid = m->gid;
-    obj->has_mtime = m->has_mtime;
-    obj->meta_mtime = m->mtime;
+    om_file_meta_object(m, size, obj);
     return 0;
 }
 

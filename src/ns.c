@@ -86,16 +86,7 @@ static int put_small(struct om_ns *ns, const char *key, const char *body, size_t
         om_warn("PUT %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
         return rc;
     }
-    obj->size = len;
-    obj->mtime = time(NULL);
-    obj->has_mode = m->has_mode;
-    obj->mode = (uint32_t)m->mode;
-    obj->has_uid = m->has_uid;
-    obj->uid = m->uid;
-    obj->has_gid = m->has_gid;
-    obj->gid = m->gid;
-    obj->has_mtime = m->has_mtime;
-    obj->meta_mtime = m->mtime;
+    om_file_meta_object(m, len, obj);
     return 0;
 }
 

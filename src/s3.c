@@ -390,6 +390,14 @@ void si_call_cleanup(struct om_s3_call *c)
     om_http_req_cleanup(&c->req);
 }
 
+int si_call_submit(struct om_s3_call *c, int build_rc, om_http_done_fn done, void *ud)
+{
+    int rc = build_rc ? build_rc : om_http_submit(c->s3->http, &c->req, done, ud);
+    if (rc)
+        si_call_cleanup(c);
+    return rc;
+}
+
 /* Payload hash for a body: SHA-256 of memory bodies; file bodies are
  * UNSIGNED-PAYLOAD (Content-MD5 guards them) unless sign_payload is set. */
 int si_call_set_body(struct om_s3_call *c, const struct om_http_body *body)
@@ -696,12 +704,7 @@ static void get_done(struct om_http_req *req, void *ud)
 
 int om_s3_get_submit(struct om_s3 *s3, struct om_s3_get *g)
 {
-    int rc = get_build(s3, g);
-    if (!rc)
-        rc = om_http_submit(s3->http, &g->call.req, get_done, g);
-    if (rc)
-        si_call_cleanup(&g->call);
-    return rc;
+    return si_call_submit(&g->call, get_build(s3, g), get_done, g);
 }
 
 void om_s3_get_cancel(struct om_s3 *s3, struct om_s3_get *g)

@@ -27,6 +27,9 @@ struct om_s3 {
 int si_call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method, const char *op,
                  const char *key, const char *query);
 void si_call_cleanup(struct om_s3_call *c);
+/* Submit a built call (build_rc: how building it went) for done(req, ud);
+ * on failure the call is cleaned up and the error returned. */
+int si_call_submit(struct om_s3_call *c, int build_rc, om_http_done_fn done, void *ud);
 /* Set the body and its payload hash. */
 int si_call_set_body(struct om_s3_call *c, const struct om_http_body *body);
 /* A finished request as 0 or -errno, err filled. */

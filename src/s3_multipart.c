@@ -91,12 +91,7 @@ static void part_done(struct om_http_req *req, void *ud)
 
 int om_s3_part_submit(struct om_s3 *s3, struct om_s3_part_put *p)
 {
-    int rc = part_build(s3, p);
-    if (!rc)
-        rc = om_http_submit(s3->http, &p->call.req, part_done, p);
-    if (rc)
-        si_call_cleanup(&p->call);
-    return rc;
+    return si_call_submit(&p->call, part_build(s3, p), part_done, p);
 }
 
 void om_s3_part_cancel(struct om_s3 *s3, struct om_s3_part_put *p)

@@ -284,6 +284,20 @@ void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h
         om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
 }
 
+void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj)
+{
+    obj->size = size;
+    obj->mtime = time(NULL);
+    obj->has_mode = m->has_mode;
+    obj->mode = (uint32_t)m->mode;
+    obj->has_uid = m->has_uid;
+    obj->uid = m->uid;
+    obj->has_gid = m->has_gid;
+    obj->gid = m->gid;
+    obj->has_mtime = m->has_mtime;
+    obj->meta_mtime = m->mtime;
+}
+
 /* Create the multipart upload. Called by a worker without w->lock. */
 static int ensure_upload(struct om_writer *w)
 {

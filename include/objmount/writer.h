@@ -67,6 +67,8 @@ struct om_file_meta {
 /* Append the x-amz-meta-* headers of m (s3fs-fuse names and formats: mode
  * as a decimal st_mode, uid, gid, mtime in seconds). */
 void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h);
+/* The object just stored with m: size, now as its time, m's metadata. */
+void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj);
 
 /* The object as it is before writing. */
 struct om_writer_base {
