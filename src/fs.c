@@ -768,6 +768,12 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .statfs = op_statfs,
 };
 
+static int fetch_whole(void *ud, const char *key, uint64_t size, struct om_s3_object *obj,
+                       struct om_s3_error *err)
+{
+    return om_readers_fetch_whole(ud, key, size, obj, err);
+}
+
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
                size_t errlen)
 {
@@ -792,8 +798,9 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
                     : strcmp(cfg->metadata, "head") == 0                   ? OM_META_HEAD
                                                                            : OM_META_LISTING,
         .ro = cfg->ro,
+        .fetch_whole = fetch_whole,
+        .fetch_whole_max = cfg->small_file_size,
     };
-    fs->meta = om_meta_new(client->s3, &mc);
     struct om_readers_config rc = {
         .memory_limit = cfg->memory_limit,
         .part_size = cfg->part_size,
@@ -802,6 +809,8 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .small_file_size = cfg->small_file_size,
     };
     fs->readers = om_readers_new(client->s3, &rc);
+    mc.fetch_ud = fs->readers;
+    fs->meta = om_meta_new(client->s3, &mc);
     if (!fs->meta || !fs->readers) {
         snprintf(err, errlen, "out of memory");
         om_fs_destroy(fs);

@@ -374,6 +374,11 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
         return rc;
     }
     bool object_only = hit == 2, dir_only = hit == 3;
+    uint64_t listed_size = 0;
+    if (object_only) {
+        struct dentry *d = mi_listing_find(dir->listing, name);
+        listed_size = d ? d->size : 0;
+    }
     size_t klen = strlen(dir->key) + strlen(name) + 1;
     char *key = malloc(klen);
     if (!key) {
@@ -391,7 +396,10 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
     memset(&err, 0, sizeof(err));
     if (object_only) {
         memset(&r, 0, sizeof(r));
-        rc = om_s3_head(m->s3, key, &r.obj, &err);
+        if (m->cfg.fetch_whole && listed_size > 0 && listed_size <= m->cfg.fetch_whole_max)
+            rc = m->cfg.fetch_whole(m->cfg.fetch_ud, key, listed_size, &r.obj, &err);
+        else
+            rc = om_s3_head(m->s3, key, &r.obj, &err);
         r.is_file = rc == 0;
     } else if (dir_only) {
         memset(&r, 0, sizeof(r));

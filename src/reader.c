@@ -24,6 +24,7 @@
 #define RANDOM_ALIGN (64 * 1024)
 #define MIN_CHUNK (256 * 1024)
 #define MAX_SEGMENTS_PER_READER 256
+#define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
 
@@ -51,6 +52,11 @@ struct om_readers {
     pthread_cond_t cond;
     uint64_t used;
     struct om_read_seg *lru_head, *lru_tail; /* oldest first */
+    /* Holders of whole small objects that a lookup fetched (newest first):
+     * the next open of the same key and ETag adopts the segment. Their
+     * buffers are evictable like any other. */
+    struct om_reader *stash;
+    int nstash;
     struct om_readers_stats st;
 };
 
@@ -68,6 +74,7 @@ struct om_reader {
     int loading;     /* GETs in flight */
     int views;       /* views not yet done: close waits for them */
     bool closing;
+    struct om_reader *stash_next; /* a holder in rs->stash */
 };
 
 /* ---- pool ---- */
@@ -345,10 +352,117 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     return rs;
 }
 
+/* Free a stash holder, with its segment if still there. Caller holds lock
+ * and has unlinked h. */
+static void holder_free(struct om_readers *rs, struct om_reader *h)
+{
+    while (h->segs)
+        seg_drop(rs, h->segs);
+    rs->nstash--;
+    free(h->key);
+    free(h);
+}
+
+/* The stashed segments of (key, etag, size), unlinked from the stash, or
+ * NULL. Holders whose buffer was evicted, and other versions of key, are
+ * freed on the way. Caller holds lock. */
+static struct om_read_seg *stash_take(struct om_readers *rs, const char *key, const char *etag,
+                                      uint64_t size, int *nsegs)
+{
+    struct om_read_seg *got = NULL;
+    struct om_reader **pp = &rs->stash;
+    while (*pp) {
+        struct om_reader *h = *pp;
+        bool same_key = key && strcmp(h->key, key) == 0;
+        if (h->segs && !same_key) {
+            pp = &h->stash_next;
+            continue;
+        }
+        *pp = h->stash_next;
+        if (h->segs && !got && etag && etag[0] && strcmp(h->etag, etag) == 0 && h->size == size) {
+            got = h->segs;
+            *nsegs = h->nsegs;
+            h->segs = NULL;
+            h->nsegs = 0;
+        }
+        holder_free(rs, h);
+    }
+    return got;
+}
+
+int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                           struct om_s3_object *obj, struct om_s3_error *err)
+{
+    size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);
+    pthread_mutex_lock(&rs->lock);
+    char *buf = size ? pool_alloc(rs, maplen, false) : NULL;
+    pthread_mutex_unlock(&rs->lock);
+    if (!buf)
+        return om_s3_head(rs->s3, key, obj, err);
+    ssize_t n = om_s3_get_range(rs->s3, key, 0, size, NULL, buf, obj, err);
+    struct om_reader *h = NULL;
+    struct om_read_seg *s = NULL;
+    if (n > 0 && (uint64_t)n == obj->size && obj->etag[0]) {
+        h = calloc(1, sizeof(*h));
+        s = calloc(1, sizeof(*s));
+        if (h)
+            h->key = strdup(key);
+    }
+    pthread_mutex_lock(&rs->lock);
+    rs->st.lookup_gets++;
+    if (h && s && h->key) {
+        int none;
+        stash_take(rs, key, NULL, 0, &none); /* an older copy of key goes */
+        h->rs = rs;
+        h->size = obj->size;
+        om_strlcpy(h->etag, obj->etag, sizeof(h->etag));
+        *s = (struct om_read_seg){.r = h, .len = (uint64_t)n, .buf = buf, .maplen = maplen,
+                                  .state = SEG_READY};
+        h->segs = s;
+        h->nsegs = 1;
+        lru_push(rs, s);
+        h->stash_next = rs->stash;
+        rs->stash = h;
+        if (++rs->nstash > MAX_STASHED) {
+            struct om_reader **pp = &rs->stash;
+            while ((*pp)->stash_next)
+                pp = &(*pp)->stash_next;
+            struct om_reader *oldest = *pp;
+            *pp = NULL;
+            holder_free(rs, oldest);
+        }
+        buf = NULL;
+        h = NULL;
+        s = NULL;
+    }
+    if (buf) {
+        munmap(buf, maplen);
+        rs->used -= maplen;
+        pthread_cond_broadcast(&rs->cond);
+    }
+    pthread_mutex_unlock(&rs->lock);
+    if (h)
+        free(h->key);
+    free(h);
+    free(s);
+    /* Emptied since it was listed, or the GET failed (a stat must not fail
+     * because reads do): the HEAD answers. */
+    if (n == 0 || (n < 0 && n != -ENOENT))
+        return om_s3_head(rs->s3, key, obj, err);
+    return n < 0 ? (int)n : 0;
+}
+
 void om_readers_free(struct om_readers *rs)
 {
     if (!rs)
         return;
+    pthread_mutex_lock(&rs->lock);
+    while (rs->stash) {
+        struct om_reader *h = rs->stash;
+        rs->stash = h->stash_next;
+        holder_free(rs, h);
+    }
+    pthread_mutex_unlock(&rs->lock);
     pthread_cond_destroy(&rs->cond);
     pthread_mutex_destroy(&rs->lock);
     free(rs);
@@ -371,6 +485,13 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     r->window = rs->cfg.prefetch_initial;
     pthread_mutex_lock(&rs->lock);
     rs->st.open_readers++;
+    if (rs->stash) {
+        r->segs = stash_take(rs, key, r->etag, size, &r->nsegs);
+        for (struct om_read_seg *s = r->segs; s; s = s->next) {
+            s->r = r;
+            rs->st.lookup_get_hits++;
+        }
+    }
     pthread_mutex_unlock(&rs->lock);
     return r;
 }

@@ -132,11 +132,12 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             b,
             "reads: %" PRIu64 " (%.1f%% from buffers), %.1f MiB; GETs %" PRIu64 " (%" PRIu64
             " prefetch), %.1f MiB; GET errors %" PRIu64 "; waits for memory %" PRIu64
-            ", evictions %" PRIu64 "; open readers %" PRIu64 "\n",
+            ", evictions %" PRIu64 "; open readers %" PRIu64 "\n"
+            "small objects fetched whole by lookups: %" PRIu64 " (%" PRIu64 " then opened)\n",
             n->rd.reads, 100.0 * ratio(n->rd.hits, n->rd.reads),
             (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
-            n->rd.open_readers);
+            n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits);
     if (!rc)
         rc = om_buf_printf(b,
                            "memory: read buffers %.1f MiB in use, peak %.1f MiB, limit %.1f MiB; "
@@ -236,6 +237,13 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
                           n->rd.hits);
     if (!rc)
         rc = PROM_COUNTER(b, "read_bytes_total", "Bytes returned by reads.", n->rd.read_bytes);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookup_whole_gets_total",
+                          "Small objects a lookup fetched whole instead of a HEAD.",
+                          n->rd.lookup_gets);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookup_whole_gets_opened_total",
+                          "Of those, opened and read from memory.", n->rd.lookup_get_hits);
     if (!rc)
         rc = PROM_GAUGE(b, "read_buffer_bytes", "Read buffer memory in use.", n->rd.memory_used);
     if (!rc)

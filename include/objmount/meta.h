@@ -46,6 +46,13 @@ struct om_meta_config {
         OM_META_LISTING,    /* never a HEAD for metadata */
     } metadata;
     bool ro;
+    /* Optional: look up a file the listing shows at most fetch_whole_max
+     * bytes long with one GET of the whole object instead of a HEAD (see
+     * om_readers_fetch_whole). */
+    int (*fetch_whole)(void *ud, const char *key, uint64_t size, struct om_s3_object *obj,
+                       struct om_s3_error *err);
+    void *fetch_ud;
+    uint64_t fetch_whole_max;
 };
 
 /* What stat() shows for an inode. */

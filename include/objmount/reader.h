@@ -39,6 +39,16 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
 /* Every reader must be closed first. */
 void om_readers_free(struct om_readers *rs);
 
+/* Look a small object up by reading it whole: one GET where a HEAD and then
+ * the GET of the first read would take two round trips. Fills obj as
+ * om_s3_head does (size, ETag, metadata; size is the listing's guess, the
+ * answer wins). The body waits in the pool, evictable, for the next
+ * om_reader_open of key with the same ETag. Without buffer room, for an
+ * object emptied since it was listed, or when the GET fails (other than
+ * not found), a HEAD answers. 0 or a negative errno. */
+int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                           struct om_s3_object *obj, struct om_s3_error *err);
+
 /* A read handle on key as seen at open (size, etag; etag may be ""). NULL
  * on ENOMEM. */
 struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
@@ -87,6 +97,8 @@ struct om_readers_stats {
     uint64_t memory_peak;
     uint64_t memory_limit;
     uint64_t open_readers;
+    uint64_t lookup_gets;     /* small objects a lookup fetched whole */
+    uint64_t lookup_get_hits; /* of those, opened and read from memory */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 

@@ -156,3 +156,26 @@ def test_sequential_read_of_large_object_uses_ranged_gets(proxied, faultproxy, b
     assert gets >= 8, "a 40 MiB sequential read in %d GETs (part_size=5M)" % gets
     sent = faultproxy.stats()["bytes"]["to_clients"]
     assert sent < size * 1.25, "fetched %.1f MiB for a %.1f MiB object" % (sent / MiB, size / MiB)
+
+
+def test_opening_small_files_by_name_costs_one_get_each(proxied, faultproxy, bucket, s3client):
+    """A loader opens files by name (no readdir): the lookup of a small
+    object fetches it whole, so the open and read that follow cost nothing
+    more: one request per file, where a HEAD and a GET would be two."""
+    objects = files("train", 40, size=lambda i: 100000 + 997 * i)
+    seed(s3client, bucket, objects)
+    m = proxied(bucket)
+    for k in sorted(objects):
+        check_bytes(read_all(m.join(k)), objects[k], k)
+    seen = kinds(faultproxy)
+    assert seen.get("GetObject", 0) == len(objects), seen
+    assert seen.get("HeadObject", 0) <= 1, "a HEAD per file? %s" % seen  # train/'s marker
+    assert seen.get("ListObjectsV2", 0) <= 2, seen
+    # stat alone shows the object's size and the stored mode
+    s3client.put_object(Bucket=bucket, Key="train/moded.bin", Body=b"z" * 3000,
+                        Metadata={"mode": str(0o100600)})
+    m.unmount()
+    m2 = proxied(bucket)
+    st = os.stat(m2.join("train/moded.bin"))
+    assert st.st_size == 3000 and st.st_mode == 0o100600, (st.st_size, oct(st.st_mode))
+    check_bytes(read_all(m2.join("train/moded.bin")), b"z" * 3000, "moded.bin")
