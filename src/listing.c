@@ -384,7 +384,7 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
             if (plus && mi_meta_by_lookup(m, e->is_dir) &&
                 !(known && known->meta_known && known->is_dir == e->is_dir)) {
                 /* no attributes: the kernel looks the name up, which reads its
-                 * metadata (metadata=head; directories with metadata=lookup) */
+                 * metadata (metadata=head) */
                 memset(&a, 0, sizeof(a));
                 a.mode = e->is_dir ? S_IFDIR : S_IFREG;
                 full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;

@@ -279,6 +279,8 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
             c = NULL; /* a directory's existence is rechecked after entry_timeout */
         else if (mi_meta_by_lookup(m, c->is_dir) && !c->meta_known)
             c = NULL; /* primed by a listing: its metadata is still to be read */
+        else if (c->is_dir && want_meta && !c->meta_known && now >= c->attr_expire_ms)
+            c = NULL; /* listed: its marker is read once the attributes expire */
     } else {
         c = NULL;
     }

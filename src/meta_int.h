@@ -97,12 +97,12 @@ struct om_meta {
 uint64_t mi_name_hash(const char *name);
 
 /* Whether a listed name's metadata is read by looking it up (a HEAD) rather
- * than taken from the listing: every name with metadata=head, directories
- * with metadata=lookup (one HEAD of the marker per directory keeps their
- * modes exact for rsync -a and cp -a out of the mount). */
+ * than taken from the listing: with metadata=head. A walk (find, os.walk)
+ * would otherwise pay a HEAD per directory besides its listing. */
 static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
 {
-    return m->cfg.metadata == OM_META_HEAD || (m->cfg.metadata == OM_META_LOOKUP && is_dir);
+    (void)is_dir;
+    return m->cfg.metadata == OM_META_HEAD;
 }
 
 /* listings */

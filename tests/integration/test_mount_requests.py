@@ -2,7 +2,7 @@
 on), between objmount and s3rver.
 
 Listing primes metadata, so `ls -l`, `find`, os.walk and os.scandir + stat
-cost no HEAD per file (one per directory, for its marker's mode); small files come in one GET; random reads do not
+cost no HEAD per file; small files come in one GET; random reads do not
 trigger large prefetch."""
 
 import os
@@ -50,9 +50,7 @@ def test_ls_l_of_200_files_costs_no_head_per_file(proxied, faultproxy, bucket, s
     p = subprocess.run(["ls", "-l", m.join("imgs")], capture_output=True, timeout=60)
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 204, p.stderr
     seen = kinds(faultproxy)
-    # one HEAD per directory (imgs and its 3 subdirectories: their markers'
-    # modes), none per file
-    assert seen.get("HeadObject", 0) <= 4, "HEAD per file? %s" % seen
+    assert seen.get("HeadObject", 0) <= 3, "HEAD per file? %s" % seen
     assert seen.get("ListObjectsV2", 0) <= 4, seen
     assert seen.get("GetObject", 0) == 0, seen
 
@@ -74,8 +72,7 @@ def test_walk_and_find_cost_no_head_per_file(proxied, faultproxy, bucket, s3clie
     assert p.returncode == 0, p.stderr
     seen = kinds(faultproxy)
     ndirs = 6  # t, t/a, t/a/b, t/c, t/d, t/d/e
-    # a listed directory is looked up (its marker HEADed), a file is not
-    assert seen.get("HeadObject", 0) <= ndirs + 3, "HEAD per file? %s" % seen
+    assert seen.get("HeadObject", 0) <= 3, "HEAD per file? %s" % seen
     assert seen.get("ListObjectsV2", 0) <= 3 * ndirs, seen
     assert seen.get("GetObject", 0) == 0, seen
 

@@ -298,10 +298,11 @@ def test_rename_directory_moves_every_key(rw_mount, bucket, s3client):
     assert md.get("mode") == str(stat.S_IFREG | 0o600) and md.get("mtime") == str(MTIME), md
     assert meta(s3client, bucket, "e/sub/").get("mode") == str(stat.S_IFDIR | 0o700)
     expect_errno(errno.ENOENT, os.stat, m.join("d"))
+    # looked up by name (not listed first): the moved marker's mode shows
+    assert stat.S_IMODE(os.stat(m.join("e", "sub")).st_mode) == 0o700
     assert sorted(os.listdir(m.path)) == ["dx", "e"]
     assert sorted(os.listdir(m.join("e"))) == ["a.bin", "implicit", "meta.bin", "sub"]
     check_bytes(read_all(m.join("e", "sub", "b.bin")), TREE["d/sub/b.bin"], "e/sub/b.bin")
-    assert stat.S_IMODE(os.stat(m.join("e", "sub")).st_mode) == 0o700
     # into another directory, and back over an empty directory
     os.mkdir(m.join("dx", "empty"))
     os.rename(m.join("e"), m.join("dx", "empty"))
