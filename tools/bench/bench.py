@@ -427,6 +427,7 @@ def main(argv=None):
     if os.geteuid() != 0:
         log("warning: not root: s3fs and rclone may not mount (FUSE needs root here)")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
+    commit = git_commit()  # now: others may commit while this runs
     load_before = os.getloadavg()
     if load_before[0] > (os.cpu_count() or 1):
         log("warning: load average %.1f on %d CPUs before the run: other work will skew "
@@ -552,7 +553,7 @@ def main(argv=None):
         return 130 if interrupted else 1
     meta = {
         "started": started, "host": platform.node(), "cpus": os.cpu_count(),
-        "kernel": platform.release(), "commit": git_commit(), "runs": args.runs,
+        "kernel": platform.release(), "commit": commit, "runs": args.runs,
         "quick": args.quick, "latencies_ms": args.latencies, "interrupted": interrupted,
         "out_of_time": out_of_time, "drop_caches": bool(ctx and ctx.drop_ok),
         "duration_s": round(time.monotonic() - t_start, 1),
