@@ -2,10 +2,14 @@
 #include "objmount/fs.h"
 
 #include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "objmount/log.h"
@@ -96,12 +100,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
                     FUSE_CAP_AUTO_INVAL_DATA;
     conn->want |= conn->capable & want;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+    fs->parallel_dirops = (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0;
     conn->max_readahead = (unsigned)fs->cfg->max_readahead;
     conn->max_write = 1u << 20;
     conn->max_background = 64;
     conn->congestion_threshold = 48;
-    om_info("FUSE protocol %u.%u, max_readahead %u, max_write %u", conn->proto_major,
-            conn->proto_minor, conn->max_readahead, conn->max_write);
+    om_info("FUSE protocol %u.%u, max_readahead %u, max_write %u, capable 0x%x, want 0x%x",
+            conn->proto_major, conn->proto_minor, conn->max_readahead, conn->max_write,
+            conn->capable, conn->want);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -734,6 +740,46 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     sv.f_favail = 1ULL << 40;
     sv.f_namemax = 255;
     fuse_reply_statfs(req, &sv);
+}
+
+/* ---- session I/O ---- */
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *ud)
+{
+    struct om_fs *fs = ud;
+    ssize_t n = read(fd, buf, len);
+    if (n >= (ssize_t)sizeof(struct fuse_in_header) && !fs->init_unique) {
+        const struct fuse_in_header *in = buf;
+        if (in->opcode == FUSE_INIT)
+            fs->init_unique = in->unique;
+    }
+    return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
+{
+    struct om_fs *fs = ud;
+    if (fs->init_unique && count >= 2 && iov[0].iov_len == sizeof(struct fuse_out_header) &&
+        iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+        struct fuse_out_header *out = iov[0].iov_base;
+        if (out->unique == fs->init_unique && out->error == 0) {
+            struct fuse_init_out *init = iov[1].iov_base;
+            if (fs->parallel_dirops && !(init->flags & FUSE_PARALLEL_DIROPS)) {
+                init->flags |= FUSE_PARALLEL_DIROPS;
+                om_info("parallel lookups and readdirs enabled");
+            }
+            fs->init_unique = 0;
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+int om_fs_attach_io(struct om_fs *fs, struct fuse_session *se)
+{
+    (void)fs; /* reaches the callbacks as the session's userdata */
+    static const struct fuse_custom_io io = {.read = io_read, .writev = io_writev};
+    int fd = fuse_session_fd(se);
+    return fuse_session_custom_io(se, &io, fd);
 }
 
 const struct fuse_lowlevel_ops om_fs_ops = {

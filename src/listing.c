@@ -110,6 +110,7 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         l->v = v;
         l->cap = cap;
     }
+    d->idx = l->n;
     l->v[l->n++] = d;
     om_htable_insert(&l->index, &d->node, mi_name_hash(name));
     return 0;
@@ -139,7 +140,11 @@ struct slurp {
     struct om_meta *m;
     struct inode *dir;
     char *key;
+    bool walk; /* listed ahead of a walk */
 };
+
+static void walk_pump(struct om_meta *m);
+static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk);
 
 /* Install a complete listing on its directory. Caller holds m->lock. */
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
@@ -175,9 +180,14 @@ static void *slurp_main(void *arg)
         pthread_mutex_lock(&m->lock);
         m->st.list_pages++;
         done = !rc && !token;
+        dir->slurp_pages++;
         if (done) {
             /* in the same step as the page: a waiting lookup finds it */
             mi_install_listing(m, dir, l);
+            if (j->walk) {
+                l->from_walk = true;
+                m->st.walk_listings++;
+            }
             om_debug("listed %s whole: %zu names in %" PRIu64 " pages",
                      *j->key ? j->key : "/", l->n, pages);
         }
@@ -196,6 +206,10 @@ static void *slurp_main(void *arg)
     dir->slurping = false;
     m->slurps--;
     mi_inode_unref(m, dir);
+    if (j->walk) {
+        m->walk_running--;
+        walk_pump(m);
+    }
     pthread_cond_broadcast(&m->slurp_cond);
     pthread_mutex_unlock(&m->lock);
     free(j->key);
@@ -206,13 +220,62 @@ static void *slurp_main(void *arg)
 /* Start listing dir in the background. Caller holds m->lock. */
 void mi_start_slurp(struct om_meta *m, struct inode *dir)
 {
+    start_slurp(m, dir, false);
+}
+
+/* Start the next queued walk listings. Caller holds m->lock. */
+static void walk_pump(struct om_meta *m)
+{
+    while (!m->stopping && m->walk_running < WALK_PARALLEL && m->nwalk > 0) {
+        struct inode *d = m->walk[--m->nwalk];
+        d->walk_queued = false;
+        if (d->linked && !d->slurping && !mi_listing_fresh(d->listing) && start_slurp(m, d, true))
+            m->walk_running++;
+        mi_inode_unref(m, d);
+    }
+}
+
+void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened)
+{
+    struct listing *l = dir->listing;
+    if (!mi_listing_fresh(l) || !l->read_by_handle || m->stopping)
+        return;
+    struct dentry *at = mi_listing_find(l, opened->name);
+    if (!at)
+        return;
+    size_t from = OM_MAX(l->walk_upto, at->idx + 1), to = OM_MIN(l->n, at->idx + 1 + WALK_AHEAD);
+    if (from >= to)
+        return;
+    l->walk_upto = to;
+    if (!m->walk && !(m->walk = calloc(WALK_MAX_QUEUED, sizeof(*m->walk))))
+        return;
+    /* pushed last to first: the walk opens them in listing order */
+    for (size_t k = to; k-- > from && m->nwalk < WALK_MAX_QUEUED;) {
+        struct dentry *e = l->v[k];
+        if (!e->is_dir || e->gone)
+            continue;
+        struct inode *c = mi_child_get(dir, e->name);
+        if (!c || c == opened || !c->is_dir || c->walk_queued || c->slurping ||
+            mi_listing_fresh(c->listing))
+            continue;
+        c->refs++;
+        c->walk_queued = true;
+        m->walk[m->nwalk++] = c;
+    }
+    walk_pump(m);
+}
+
+/* Caller holds m->lock. False when the thread could not start. */
+static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk)
+{
     struct slurp *j = calloc(1, sizeof(*j));
     if (!j || !(j->key = strdup(dir->key))) {
         free(j);
-        return;
+        return false;
     }
     j->m = m;
     j->dir = dir;
+    j->walk = walk;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -220,8 +283,10 @@ void mi_start_slurp(struct om_meta *m, struct inode *dir)
     dir->refs++;
     dir->slurping = true;
     dir->slurp_first_page = false;
+    dir->slurp_pages = 0;
     m->slurps++;
-    if (pthread_create(&t, &attr, slurp_main, j) != 0) {
+    bool started = pthread_create(&t, &attr, slurp_main, j) == 0;
+    if (!started) {
         dir->refs--;
         dir->slurping = false;
         m->slurps--;
@@ -229,6 +294,7 @@ void mi_start_slurp(struct om_meta *m, struct inode *dir)
         free(j);
     }
     pthread_attr_destroy(&attr);
+    return started;
 }
 
 int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
@@ -246,9 +312,20 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
     if (!rc) {
         i->refs++;
         d->dir = i;
+        if (i->parent)
+            mi_walk_ahead(m, i->parent, i);
+        /* a background listing of a small directory ends soon: wait for it
+         * rather than list it twice */
+        while (i->slurping && i->slurp_pages < WALK_WAIT_PAGES && !mi_listing_fresh(i->listing))
+            pthread_cond_wait(&m->slurp_cond, &m->lock);
         if (mi_listing_fresh(i->listing)) {
             d->l = i->listing;
             d->l->refs++;
+            d->l->read_by_handle = true;
+            if (d->l->from_walk) {
+                d->l->from_walk = false;
+                m->st.walk_listings_used++;
+            }
         } else {
             d->l = mi_listing_new();
             d->building = true;
@@ -325,6 +402,7 @@ static void install(struct om_meta *m, struct om_dirh *d)
 {
     d->building = false;
     d->l->refs++;
+    d->l->read_by_handle = true;
     mi_install_listing(m, d->dir, d->l);
 }
 

@@ -341,6 +341,8 @@ int main(int argc, char **argv)
         failed = "cannot install signal handlers";
     else if (fuse_session_mount(se, cfg.mountpoint) != 0)
         failed = "cannot mount (is /dev/fuse usable, and the mount point free?)";
+    else if (om_fs_attach_io(&fs, se) != 0)
+        om_warn("cannot attach the session's I/O: lookups in one directory run one at a time");
     if (failed) {
         fail_line("%s: %s", cfg.mountpoint, failed);
         if (se) {

@@ -229,9 +229,13 @@ void om_meta_free(struct om_meta *m)
     if (!m)
         return;
     pthread_mutex_lock(&m->lock);
+    m->stopping = true; /* no new walk listings */
     while (m->slurps > 0)
         pthread_cond_wait(&m->slurp_cond, &m->lock);
+    while (m->nwalk > 0)
+        m->walk[--m->nwalk]->refs--;
     pthread_mutex_unlock(&m->lock);
+    free(m->walk);
     pthread_cond_destroy(&m->slurp_cond);
     /* free every inode: children before parents is not needed here */
     for (size_t b = 0; b < m->inodes.nbuckets; b++) {

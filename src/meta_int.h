@@ -47,6 +47,8 @@ struct inode {
     struct listing *listing; /* complete, installed */
     bool slurping;           /* a background listing is being fetched */
     bool slurp_first_page;   /* ... and its first page has arrived */
+    uint32_t slurp_pages;    /* ... pages so far */
+    bool walk_queued;        /* waiting in m->walk (holds a reference) */
     uint64_t slurp_retry_ms; /* no new one before this */
 };
 
@@ -54,6 +56,7 @@ struct dentry {
     struct om_hnode node;
     bool is_dir;
     bool gone; /* removed through the mount; readdir skips it */
+    size_t idx; /* position in the listing */
     uint64_t size;
     time_t mtime;
     char *etag; /* NULL for directories */
@@ -69,6 +72,9 @@ struct listing {
     uint64_t expire_ms;
     char *token; /* continuation token of the next page */
     bool started;
+    bool read_by_handle; /* a readdir handle used it: a walk may follow */
+    size_t walk_upto; /* entries before this were queued for a walk */
+    bool from_walk; /* listed ahead of a walk, not yet opened */
 };
 
 struct om_dirh {
@@ -88,8 +94,23 @@ struct om_meta {
     struct timespec mount_time;
     pthread_cond_t slurp_cond; /* a background listing made progress */
     int slurps;                /* background listings running */
+    /* Directories a walk will open next (find, os.walk, rsync, du): listed
+     * ahead, WALK_PARALLEL at a time; a stack, so the first to be opened is
+     * listed first. Each entry holds a reference. */
+    struct inode **walk;
+    size_t nwalk;
+    int walk_running;
+    bool stopping;
     struct om_meta_stats st;
 };
+
+#define WALK_PARALLEL 8
+#define WALK_AHEAD 64 /* subdirectories queued past the one being opened */
+#define WALK_MAX_QUEUED 4096
+/* An opendir waits for a background listing of its directory that has
+ * fetched fewer pages than this (it will likely end soon); a larger one
+ * keeps going while the handle lists by itself. */
+#define WALK_WAIT_PAGES 4
 
 /* Directories with more entries than this are not listed whole for lookups. */
 #define SLURP_MAX_ENTRIES 1000000
@@ -116,6 +137,10 @@ bool mi_listing_fresh(const struct listing *l);
  * open directory handles stay valid). */
 void mi_listing_remove(struct listing *l, const char *name);
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
+/* opened, a subdirectory of dir, is being opened for readdir after dir was
+ * read the same way: a walk. List the WALK_AHEAD subdirectories after it
+ * ahead of the walk, in the background. */
+void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened);
 /* List dir whole in the background (a lookup waits for its first page). */
 void mi_start_slurp(struct om_meta *m, struct inode *dir);
 

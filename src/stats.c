@@ -122,11 +122,12 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             b,
             "\nmetadata: %" PRIu64 " inodes; lookups %" PRIu64 " (%.1f%% from cache, %" PRIu64
             " not found); getattr %" PRIu64 " (%.1f%% from cache); listing pages %" PRIu64
-            ", skipped names %" PRIu64 "\n",
+            ", skipped names %" PRIu64 "; directories listed ahead of walks %" PRIu64 " (%" PRIu64
+            " then opened)\n",
             n->meta.inodes, n->meta.lookups, 100.0 * ratio(n->meta.lookups_cached, n->meta.lookups),
             n->meta.lookups_negative, n->meta.getattrs,
             100.0 * ratio(n->meta.getattrs_cached, n->meta.getattrs), n->meta.list_pages,
-            n->meta.skipped_names);
+            n->meta.skipped_names, n->meta.walk_listings, n->meta.walk_listings_used);
     if (!rc)
         rc = om_buf_printf(
             b,

@@ -23,6 +23,9 @@ struct om_fs {
     double attr_timeout; /* seconds, for the kernel */
     double entry_timeout;
     double negative_timeout;
+    /* the INIT exchange, seen by the session's I/O (om_fs_attach_io) */
+    uint64_t init_unique;
+    bool parallel_dirops; /* asked for in init, offered by the kernel */
 };
 
 /* The operation table. Userdata of the session is a struct om_fs. */
@@ -33,5 +36,14 @@ extern const struct fuse_lowlevel_ops om_fs_ops;
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
                size_t errlen);
 void om_fs_destroy(struct om_fs *fs);
+
+/* Carry the session's traffic on the mounted /dev/fuse descriptor through
+ * our own read and writev, after fuse_session_mount. libfuse before 3.16
+ * never passes FUSE_PARALLEL_DIROPS to the kernel (libfuse PR #861), so the
+ * kernel sends one lookup at a time per directory: eight readers opening
+ * files of one folder wait for each other's requests. The INIT reply gets
+ * the flag when init asked for it and the kernel offered it. Returns 0 or a
+ * negative errno (the session keeps libfuse's own I/O). */
+int om_fs_attach_io(struct om_fs *fs, struct fuse_session *se);
 
 #endif

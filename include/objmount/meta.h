@@ -172,6 +172,8 @@ struct om_meta_stats {
     uint64_t list_pages;
     uint64_t list_entries;
     uint64_t skipped_names;
+    uint64_t walk_listings;      /* directories listed ahead of a walk */
+    uint64_t walk_listings_used; /* ... that the walk then opened */
 };
 void om_meta_get_stats(struct om_meta *m, struct om_meta_stats *out);
 

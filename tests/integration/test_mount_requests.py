@@ -7,10 +7,13 @@ trigger large prefetch."""
 
 import os
 import random
+import re
 import subprocess
+import threading
 
 import pytest
 
+from harness.admin import ctl
 from harness.mount import MiB, check_bytes, payload, read_all, seed
 
 
@@ -176,3 +179,64 @@ def test_opening_small_files_by_name_costs_one_get_each(proxied, faultproxy, buc
     st = os.stat(m2.join("train/moded.bin"))
     assert st.st_size == 3000 and st.st_mode == 0o100600, (st.st_size, oct(st.st_mode))
     check_bytes(read_all(m2.join("train/moded.bin")), b"z" * 3000, "moded.bin")
+
+
+def test_lookups_in_one_directory_run_in_parallel(proxied, faultproxy, bucket, s3client):
+    """Eight threads opening files of one folder have their lookups in
+    flight together (the kernel is told FUSE_PARALLEL_DIROPS, which libfuse
+    before 3.16 never passes on): with a slow server the proxy sees several
+    requests at once, not one after another."""
+    objects = files("one", 24, size=lambda i: 20000 + i)
+    seed(s3client, bucket, objects)
+    m = proxied(bucket)
+    os.stat(m.join("one/" + os.path.basename(sorted(objects)[0])))  # lists one/
+    faultproxy.set_faults(latency={"first_byte_ms": 300})
+    faultproxy.reset_stats()
+    names = sorted(objects)
+    errors = []
+
+    def reader(k):
+        try:
+            for name in names[k::8]:
+                check_bytes(read_all(m.join(name)), objects[name], name)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    peak = faultproxy.stats()["requests"]["peak_in_flight"]
+    assert peak >= 4, "at most %d requests in flight for 8 readers of one folder" % peak
+
+
+def test_a_walk_lists_directories_ahead_and_each_once(proxied, faultproxy, bucket, s3client):
+    """find opens the directories it has listed one after the other: the
+    mount lists the next ones in the background while find works, and never
+    twice. Opening one directory by name is not a walk: nothing else is
+    listed."""
+    objects = {}
+    for top in "abcdef":
+        for sub in "xyz":
+            objects.update(files("t/%s/%s" % (top, sub), 3, size=lambda i: 100 + i))
+    seed(s3client, bucket, objects)
+    m = proxied(bucket)
+    assert sorted(os.listdir(m.join("t", "c", "y"))) == ["f000.jpg", "f001.jpg", "f002.jpg"]
+    seen = kinds(faultproxy)
+    assert seen.get("ListObjectsV2", 0) <= 4, "one directory opened by name: %s" % seen
+    m.unmount()
+    m = proxied(bucket)
+    p = subprocess.run(["find", m.join("t"), "-type", "f"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = sorted(os.path.relpath(x, m.path) for x in p.stdout.split("\n") if x)
+    assert got == sorted(objects)
+    ndirs = 1 + 6 + 6 * 3
+    seen = kinds(faultproxy)
+    assert seen.get("ListObjectsV2", 0) <= ndirs + 1, "a directory listed twice: %s" % seen
+    assert seen.get("HeadObject", 0) <= 1, seen
+    stats = ctl(["stats", m.path]).stdout
+    ahead = re.search(r"directories listed ahead of walks (\d+) \((\d+) then opened\)", stats)
+    assert ahead and int(ahead.group(1)) >= 10 and int(ahead.group(2)) >= 10, stats

@@ -108,7 +108,7 @@ function defaultConfig() {
 
 function emptyStats() {
   return {
-    requests: { total: 0, by_method: {}, by_kind: {}, by_listener: {} },
+    requests: { total: 0, by_method: {}, by_kind: {}, by_listener: {}, in_flight: 0, peak_in_flight: 0 },
     faults: { latency: 0, errors: 0, reset: 0, truncate: 0, short_put: 0 },
     faults_by_kind: {},
     redirects: 0,
@@ -189,6 +189,8 @@ class State {
     r.by_method[ctx.method] = (r.by_method[ctx.method] || 0) + 1;
     r.by_kind[ctx.kind] = (r.by_kind[ctx.kind] || 0) + 1;
     r.by_listener[ctx.listener] = (r.by_listener[ctx.listener] || 0) + 1;
+    r.in_flight++;
+    if (r.in_flight > r.peak_in_flight) r.peak_in_flight = r.in_flight;
   }
 
   injected(mode, ctx) {
@@ -437,7 +439,9 @@ class Proxy {
       plan: {},
     };
     state.count(ctx);
+    const counted = state.stats.requests; // a reset meanwhile starts new counts
     res.on('close', () => {
+      counted.in_flight--;
       if (!res.writableFinished) {
         state.stats.client_aborts++;
         if (ctx.upReq) ctx.upReq.destroy();
