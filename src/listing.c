@@ -141,6 +141,7 @@ struct slurp {
     struct inode *dir;
     char *key;
     bool walk; /* listed ahead of a walk */
+    uint32_t gen; /* dir->gen when it started */
 };
 
 static void walk_pump(struct om_meta *m);
@@ -181,6 +182,15 @@ static void *slurp_main(void *arg)
         m->st.list_pages++;
         done = !rc && !token;
         dir->slurp_pages++;
+        /* Stop when unmounting; when a name changed through the mount since
+         * the listing started (installed, it would undo the change); ahead of
+         * a walk, past a few pages: the walk's own handle lists a large
+         * directory (opendir waits only that long). */
+        if (!rc && (m->stopping || dir->gen != j->gen ||
+                    (j->walk && !done && dir->slurp_pages >= WALK_WAIT_PAGES))) {
+            rc = -ECANCELED;
+            done = false;
+        }
         if (done) {
             /* in the same step as the page: a waiting lookup finds it */
             mi_install_listing(m, dir, l);
@@ -199,8 +209,9 @@ static void *slurp_main(void *arg)
     pthread_mutex_lock(&m->lock);
     if (!done) {
         mi_listing_put(l);
-        dir->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
-        if (rc != -EFBIG)
+        if (rc != -ECANCELED)
+            dir->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+        if (rc != -EFBIG && rc != -ECANCELED)
             om_warn("listing %s: %s", *j->key ? j->key : "/", strerror(-rc));
     }
     dir->slurping = false;
@@ -276,6 +287,7 @@ static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk)
     j->m = m;
     j->dir = dir;
     j->walk = walk;
+    j->gen = dir->gen;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -329,6 +341,7 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
         } else {
             d->l = mi_listing_new();
             d->building = true;
+            d->gen = i->gen;
             if (!d->l) {
                 mi_inode_unref(m, i);
                 rc = -ENOMEM;
@@ -401,8 +414,10 @@ static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
 static void install(struct om_meta *m, struct om_dirh *d)
 {
     d->building = false;
-    d->l->refs++;
     d->l->read_by_handle = true;
+    if (d->dir->gen != d->gen)
+        return; /* names changed meanwhile: the handle keeps it to itself */
+    d->l->refs++;
     mi_install_listing(m, d->dir, d->l);
 }
 
@@ -464,7 +479,9 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 /* no attributes: the kernel looks the name up, which reads its
                  * metadata (metadata=head) */
                 memset(&a, 0, sizeof(a));
-                a.mode = e->is_dir ? S_IFDIR : S_IFREG;
+                /* a listed file may be a symlink: DT_UNKNOWN makes find
+                 * -type and the like ask (lstat), not trust DT_REG */
+                a.mode = e->is_dir ? S_IFDIR : 0;
                 full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
             } else if (plus) {
                 struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);

@@ -114,6 +114,7 @@ struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *nam
         return c;
     if (c) {
         mi_unlink_child(c); /* the name changed type; the old inode lives until forgotten */
+        c->retired = true;
         if (c->nlookup == 0 && c->refs == 0) {
             struct inode *parent = c->parent;
             mi_inode_free(m, c);
@@ -348,7 +349,35 @@ static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_s
     i->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
 }
 
+static mode_t inode_type(const struct om_meta *m, const struct inode *i)
+{
+    struct om_attr a;
+    mi_fill_attr(m, i, &a);
+    return a.mode & S_IFMT;
+}
+
+/* The object's type changed since the kernel saw it: a file listed as
+ * regular turned out a symlink when HEADed (metadata=lookup), or another
+ * client replaced it. The kernel marks an inode whose type changes on
+ * getattr bad (EIO for good). Instead the inode is retired: unlinked from
+ * its name and answering ESTALE until forgotten, so a path walk retries
+ * with a fresh lookup, which binds the name to a new inode number. Caller
+ * holds m->lock. */
+static int retire(struct inode *i)
+{
+    om_debug("%s: type changed, the kernel looks it up again", i->key);
+    mi_unlink_child(i);
+    i->retired = true;
+    return -ESTALE;
+}
+
 int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out)
+{
+    return mi_lookup(m, parent, name, out, true);
+}
+
+int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
+              bool for_open)
 {
     if (strlen(name) > NAME_MAX_BYTES)
         return -ENAMETOOLONG;
@@ -402,7 +431,8 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
     memset(&err, 0, sizeof(err));
     if (object_only) {
         memset(&r, 0, sizeof(r));
-        if (m->cfg.fetch_whole && listed_size > 0 && listed_size <= m->cfg.fetch_whole_max)
+        if (for_open && m->cfg.fetch_whole && listed_size > 0 &&
+            listed_size <= m->cfg.fetch_whole_max)
             rc = m->cfg.fetch_whole(m->cfg.fetch_ud, key, listed_size, &r.obj, &err);
         else
             rc = om_s3_head(m->s3, key, &r.obj, &err);
@@ -427,6 +457,16 @@ int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct 
     pthread_mutex_lock(&m->lock);
     if (rc == 0) {
         struct inode *c = mi_child_for(m, dir, name, r.is_dir);
+        if (c && !r.is_dir && c->nlookup > 0) {
+            /* the kernel holds c as a regular file or a symlink: the other
+             * type gets a new inode */
+            mode_t was = inode_type(m, c);
+            mi_set_object_attrs(m, c, &r.obj);
+            if (inode_type(m, c) != was) {
+                retire(c);
+                c = mi_child_for(m, dir, name, false);
+            }
+        }
         if (!c) {
             rc = -ENOMEM;
         } else {
@@ -497,38 +537,20 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     return rc;
 }
 
-static mode_t inode_type(const struct om_meta *m, const struct inode *i)
-{
-    struct om_attr a;
-    mi_fill_attr(m, i, &a);
-    return a.mode & S_IFMT;
-}
-
-/* The object's type changed since the kernel saw it: a file listed as
- * regular turned out a symlink when HEADed (metadata=lookup), or another
- * client replaced it. The kernel marks an inode whose type changes on
- * getattr bad (EIO for good); ESTALE instead makes the path walk retry with
- * a fresh lookup, which binds the name to a new kernel inode. */
-static int type_changed(const struct inode *i)
-{
-    om_debug("%s: type changed, the kernel looks it up again", i->key);
-    return -ESTALE;
-}
-
 int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
 {
     pthread_mutex_lock(&m->lock);
     m->st.getattrs++;
     struct inode *i = mi_inode_get(m, ino);
     int rc = -ESTALE;
-    if (i) {
+    if (i && !i->retired) {
         bool fresh = i->is_dir || om_now_ms() < i->attr_expire_ms;
         if (fresh)
             m->st.getattrs_cached++;
         mode_t was = inode_type(m, i);
         rc = refresh(m, i, false);
         if (!rc && inode_type(m, i) != was)
-            rc = type_changed(i);
+            rc = retire(i);
         if (!rc)
             mi_fill_attr(m, i, out);
         /* refresh may have dropped the last reference holder's claim */
@@ -547,7 +569,7 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
-    if (!i) {
+    if (!i || i->retired) {
         pthread_mutex_unlock(&m->lock);
         return -ESTALE;
     }
@@ -559,7 +581,7 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
     mode_t was = inode_type(m, i);
     int rc = refresh(m, i, false);
     if (!rc && inode_type(m, i) != was)
-        rc = type_changed(i);
+        rc = retire(i);
     if (!rc) {
         *key = strdup(i->key);
         if (!*key)

@@ -52,6 +52,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         c->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
         c->nlookup++;
         mi_fill_attr(m, c, out);
+        mi_dir_changed(dir);
         if (mi_listing_fresh(dir->listing) && !mi_listing_find(dir->listing, name))
             mi_listing_add(dir->listing, name, false, 0, now.tv_sec, "");
     }
@@ -119,6 +120,8 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
             i->meta_gid = obj->gid;
         }
         i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
+        if (i->linked)
+            mi_dir_changed(i->parent);
         struct listing *l = i->parent && i->linked ? i->parent->listing : NULL;
         if (l) {
             struct dentry *d = mi_listing_find(l, i->name);
@@ -143,7 +146,7 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
 int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
                     char **key)
 {
-    int rc = om_meta_lookup(m, parent, name, out);
+    int rc = mi_lookup(m, parent, name, out, false);
     if (rc)
         return rc;
     pthread_mutex_lock(&m->lock);
@@ -196,6 +199,7 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
         c->attr_expire_ms = om_now_ms() + OM_MAX(m->cfg.attr_ttl_ms, m->cfg.entry_ttl_ms);
         c->nlookup++;
         mi_fill_attr(m, c, out);
+        mi_dir_changed(dir);
         if (mi_listing_fresh(dir->listing))
             mi_listing_add(dir->listing, name, is_dir, obj->size, obj->meta_mtime.tv_sec,
                            obj->etag);
@@ -246,6 +250,7 @@ void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
             mi_unlink_child(c);
             c->pending = false;
         }
+        mi_dir_changed(dir);
         if (dir->listing)
             mi_listing_remove(dir->listing, name);
     }
@@ -260,6 +265,8 @@ static void rekey(struct inode *i)
         return; /* keeps the old key: requests fail visibly, nothing is corrupted */
     free(i->key);
     i->key = key;
+    if (i->is_dir)
+        mi_dir_changed(i); /* a listing under way has the old prefix */
     if (!i->is_dir || !i->children.buckets)
         return;
     for (size_t b = 0; b < i->children.nbuckets; b++) {
@@ -277,6 +284,8 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
         pthread_mutex_unlock(&m->lock);
         return;
     }
+    mi_dir_changed(from);
+    mi_dir_changed(to);
     struct inode *c = mi_child_get(from, name);
     struct inode *old = mi_child_get(to, newname);
     if (old && old != c)

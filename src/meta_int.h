@@ -27,6 +27,9 @@ struct inode {
     char *key; /* full object key; directories end with '/', the root is the prefix */
     bool is_dir;
     bool linked;
+    /* Its type changed under the kernel's inode (a file that turned out a
+     * symlink): answers ESTALE until forgotten; the name gets a new inode. */
+    bool retired;
     uint64_t nlookup;
     uint32_t refs; /* open handles, and one per child that points here */
     /* attributes */
@@ -48,6 +51,10 @@ struct inode {
     bool slurping;           /* a background listing is being fetched */
     bool slurp_first_page;   /* ... and its first page has arrived */
     uint32_t slurp_pages;    /* ... pages so far */
+    /* Bumped by every change made through the mount to the directory's
+     * names: a listing fetched across a change is not installed (it would
+     * bring back a removed name or hide a created one). */
+    uint32_t gen;
     bool walk_queued;        /* waiting in m->walk (holds a reference) */
     uint64_t slurp_retry_ms; /* no new one before this */
 };
@@ -81,6 +88,7 @@ struct om_dirh {
     struct inode *dir;
     struct listing *l;
     bool building; /* l belongs to this handle until complete */
+    uint32_t gen;  /* dir->gen when the handle started listing */
 };
 
 struct om_meta {
@@ -103,6 +111,13 @@ struct om_meta {
     bool stopping;
     struct om_meta_stats st;
 };
+
+/* A name in dir was made, changed or removed through the mount. */
+static inline void mi_dir_changed(struct inode *dir)
+{
+    if (dir)
+        dir->gen++;
+}
 
 #define WALK_PARALLEL 8
 #define WALK_AHEAD 64 /* subdirectories queued past the one being opened */
@@ -146,6 +161,10 @@ void mi_start_slurp(struct om_meta *m, struct inode *dir);
 
 /* inodes */
 struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
+/* om_meta_lookup; for_open false when the caller only needs the key and
+ * type (unlink, rename): a small object is HEADed, not fetched whole. */
+int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
+              bool for_open);
 struct inode *mi_child_get(struct inode *dir, const char *name);
 void mi_unlink_child(struct inode *i);
 void mi_inode_free(struct om_meta *m, struct inode *i);

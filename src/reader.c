@@ -25,6 +25,7 @@
 #define MIN_CHUNK (256 * 1024)
 #define MAX_SEGMENTS_PER_READER 256
 #define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
+#define LOOKUP_WINDOW 32
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
 
@@ -57,6 +58,12 @@ struct om_readers {
      * buffers are evictable like any other. */
     struct om_reader *stash;
     int nstash;
+    /* Whether lookups pay off as GETs: over each LOOKUP_WINDOW lookups of
+     * small objects, opens of small objects must be at least a quarter of
+     * them, or lookups HEAD for the next window (stat-only work: ls -l with
+     * metadata=head, find -size, du, rm -r). */
+    unsigned win_lookups, win_opens;
+    bool lookups_head;
     struct om_readers_stats st;
 };
 
@@ -149,13 +156,19 @@ static bool evict_one(struct om_readers *rs)
     return true;
 }
 
-/* Memory for a segment. Prefetch gives up when the pool is above its
- * reserve; a demand read evicts unused buffers or waits. Caller holds lock. */
+static bool stash_drop_oldest(struct om_readers *rs);
+
+/* Memory for a segment. Prefetch (and a lookup's whole-object GET) takes
+ * the place of stashed objects nobody opened yet, then gives up when the
+ * pool is above its reserve; a demand read evicts unused buffers or waits.
+ * Caller holds lock. */
 static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
 {
     uint64_t limit = demand ? rs->cfg.memory_limit : rs->cfg.memory_limit - rs->reserve;
     bool waited = false;
     while (rs->used + maplen > limit) {
+        if (!demand && stash_drop_oldest(rs))
+            continue;
         if (!demand)
             return NULL;
         if (evict_one(rs))
@@ -363,6 +376,21 @@ static void holder_free(struct om_readers *rs, struct om_reader *h)
     free(h);
 }
 
+/* Free the oldest stash holder; false when the stash is empty. Caller
+ * holds lock. */
+static bool stash_drop_oldest(struct om_readers *rs)
+{
+    if (!rs->stash)
+        return false;
+    struct om_reader **pp = &rs->stash;
+    while ((*pp)->stash_next)
+        pp = &(*pp)->stash_next;
+    struct om_reader *oldest = *pp;
+    *pp = NULL;
+    holder_free(rs, oldest);
+    return true;
+}
+
 /* The stashed segments of (key, etag, size), unlinked from the stash, or
  * NULL. Holders whose buffer was evicted, and other versions of key, are
  * freed on the way. Caller holds lock. */
@@ -395,7 +423,13 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
 {
     size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);
     pthread_mutex_lock(&rs->lock);
-    char *buf = size ? pool_alloc(rs, maplen, false) : NULL;
+    if (++rs->win_lookups >= LOOKUP_WINDOW) {
+        rs->lookups_head = rs->win_opens * 4 < rs->win_lookups;
+        rs->win_lookups = rs->win_opens = 0;
+    }
+    char *buf = size && !rs->lookups_head ? pool_alloc(rs, maplen, false) : NULL;
+    if (rs->lookups_head)
+        rs->st.lookup_heads++;
     pthread_mutex_unlock(&rs->lock);
     if (!buf)
         return om_s3_head(rs->s3, key, obj, err);
@@ -423,14 +457,8 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
         lru_push(rs, s);
         h->stash_next = rs->stash;
         rs->stash = h;
-        if (++rs->nstash > MAX_STASHED) {
-            struct om_reader **pp = &rs->stash;
-            while ((*pp)->stash_next)
-                pp = &(*pp)->stash_next;
-            struct om_reader *oldest = *pp;
-            *pp = NULL;
-            holder_free(rs, oldest);
-        }
+        if (++rs->nstash > MAX_STASHED)
+            stash_drop_oldest(rs);
         buf = NULL;
         h = NULL;
         s = NULL;
@@ -485,6 +513,8 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     r->window = rs->cfg.prefetch_initial;
     pthread_mutex_lock(&rs->lock);
     rs->st.open_readers++;
+    if (size <= rs->cfg.small_file_size)
+        rs->win_opens++;
     if (rs->stash) {
         r->segs = stash_take(rs, key, r->etag, size, &r->nsegs);
         for (struct om_read_seg *s = r->segs; s; s = s->next) {

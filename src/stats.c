@@ -134,11 +134,12 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             "reads: %" PRIu64 " (%.1f%% from buffers), %.1f MiB; GETs %" PRIu64 " (%" PRIu64
             " prefetch), %.1f MiB; GET errors %" PRIu64 "; waits for memory %" PRIu64
             ", evictions %" PRIu64 "; open readers %" PRIu64 "\n"
-            "small objects fetched whole by lookups: %" PRIu64 " (%" PRIu64 " then opened)\n",
+            "small objects fetched whole by lookups: %" PRIu64 " (%" PRIu64
+            " then opened; %" PRIu64 " HEADed instead, few opens followed)\n",
             n->rd.reads, 100.0 * ratio(n->rd.hits, n->rd.reads),
             (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
-            n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits);
+            n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads);
     if (!rc)
         rc = om_buf_printf(b,
                            "memory: read buffers %.1f MiB in use, peak %.1f MiB, limit %.1f MiB; "
@@ -245,6 +246,10 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
     if (!rc)
         rc = PROM_COUNTER(b, "lookup_whole_gets_opened_total",
                           "Of those, opened and read from memory.", n->rd.lookup_get_hits);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookup_heads_total",
+                          "Small objects a lookup HEADed because few lookups were opens.",
+                          n->rd.lookup_heads);
     if (!rc)
         rc = PROM_GAUGE(b, "read_buffer_bytes", "Read buffer memory in use.", n->rd.memory_used);
     if (!rc)

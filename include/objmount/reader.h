@@ -45,7 +45,8 @@ void om_readers_free(struct om_readers *rs);
  * answer wins). The body waits in the pool, evictable, for the next
  * om_reader_open of key with the same ETag. Without buffer room, for an
  * object emptied since it was listed, or when the GET fails (other than
- * not found), a HEAD answers. 0 or a negative errno. */
+ * not found), a HEAD answers; so it does while recent lookups were mostly
+ * not followed by opens (stat-only work). 0 or a negative errno. */
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
                            struct om_s3_object *obj, struct om_s3_error *err);
 
@@ -99,6 +100,7 @@ struct om_readers_stats {
     uint64_t open_readers;
     uint64_t lookup_gets;     /* small objects a lookup fetched whole */
     uint64_t lookup_get_hits; /* of those, opened and read from memory */
+    uint64_t lookup_heads;    /* ... HEADed instead: few lookups were opens */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 

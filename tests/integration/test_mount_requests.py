@@ -240,3 +240,26 @@ def test_a_walk_lists_directories_ahead_and_each_once(proxied, faultproxy, bucke
     stats = ctl(["stats", m.path]).stdout
     ahead = re.search(r"directories listed ahead of walks (\d+) \((\d+) then opened\)", stats)
     assert ahead and int(ahead.group(1)) >= 10 and int(ahead.group(2)) >= 10, stats
+
+
+def test_stat_only_lookups_stop_fetching_bodies(proxied, faultproxy, bucket, s3client):
+    """With metadata=head, ls -l looks every name up. A lookup reads a small
+    object whole only while lookups are followed by opens: after a window of
+    stat-only lookups it HEADs, and opens bring the single GETs back."""
+    a = files("a", 200, size=lambda i: 50000 + i)
+    b = files("b", 100, size=lambda i: 50000 + i)
+    seed(s3client, bucket, dict(a, **b))
+    m = proxied(bucket, "metadata=head")
+    subprocess.run(["ls", "-l", m.join("a")], check=True, capture_output=True)
+    seen = kinds(faultproxy)
+    assert seen.get("GetObject", 0) <= 40, "ls -l read bodies: %s" % seen
+    assert seen.get("HeadObject", 0) >= 160, seen
+    faultproxy.reset_stats()
+    for name in sorted(b):
+        check_bytes(read_all(m.join(name)), b[name], name)
+    seen = kinds(faultproxy)
+    assert seen.get("GetObject", 0) == len(b), seen
+    assert seen.get("HeadObject", 0) <= 64, "opens did not bring lookup GETs back: %s" % seen
+    stats = ctl(["stats", m.path]).stdout
+    heads = re.search(r"(\d+) HEADed instead", stats)
+    assert heads and int(heads.group(1)) >= 160, stats

@@ -167,6 +167,50 @@ def test_ls_l_costs_no_head_per_file_and_metadata_shows_after_attr_timeout(
     assert_listed_metadata(m, "after attr_timeout")
 
 
+def test_a_file_replaced_by_a_symlink_gets_a_new_inode(rw_mount, bucket, s3client):
+    """Another client turns a regular file into a symlink. The kernel's inode
+    for the name was a regular file: once the attributes expire it is
+    retired (ESTALE, also to an open descriptor, which has no path to look
+    up again) and every later walk of the name finds a new symlink inode,
+    never the old one with the new type (EIO) or the link's body read as
+    file data."""
+    s3client.put_object(Bucket=bucket, Key="tc/target", Body=b"TARGET")
+    s3client.put_object(Bucket=bucket, Key="tc/x", Body=b"plain")
+    m = rw_mount(bucket, "attr_timeout=1,entry_timeout=60")
+    p = m.join("tc/x")
+    assert stat.S_ISREG(os.lstat(p).st_mode)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert os.read(fd, 100) == b"plain"
+        put_with_meta(s3client, bucket, "tc/x", b"target", stat.S_IFLNK | 0o777)
+        time.sleep(1.5)
+        try:
+            st = os.fstat(fd)
+            assert stat.S_ISREG(st.st_mode), oct(st.st_mode)
+        except OSError as e:
+            assert e.errno == errno.ESTALE, e
+        for _ in range(3):
+            st = os.lstat(p)
+            assert stat.S_ISLNK(st.st_mode), oct(st.st_mode)
+            assert os.readlink(p) == "target"
+            with open(p, "rb") as f:
+                assert f.read() == b"TARGET"
+    finally:
+        os.close(fd)
+
+
+def test_find_type_l_finds_listed_symlinks_with_metadata_head(rw_mount, bucket, s3client):
+    """With metadata=head a listing does not know which files are symlinks:
+    readdir says DT_UNKNOWN for files, so find -type asks."""
+    seed_listed(s3client, bucket)
+    m = rw_mount(bucket, "metadata=head")
+    for kind, want in (("l", ["dir/link"]), ("f", ["dir/file"]), ("d", ["dir", "dir/sub"])):
+        out = subprocess.run(["find", m.join("dir"), "-type", kind], check=True,
+                             capture_output=True, text=True).stdout
+        got = sorted(os.path.relpath(x, m.path) for x in out.splitlines())
+        assert got == want, (kind, got)
+
+
 def test_metadata_listing_answers_without_object_metadata(rw_mount, bucket, s3client):
     """The documented trade: metadata=listing costs no HEAD and so does not
     see modes and owners stored on objects."""

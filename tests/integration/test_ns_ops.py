@@ -339,3 +339,26 @@ def test_rename_directory_above_max_rename_keys_is_exdev_and_mv_copies(rw_mount,
     # a directory below the bound still renames in one call
     os.rename(m.join("moved", "sub"), m.join("sub2"))
     check_object(s3client, bucket, "sub2/k9", b"nine")
+
+
+def test_a_listing_fetched_across_a_create_does_not_hide_it(rw_mount, bucket, s3client,
+                                                           faultproxy):
+    """A lookup in a large directory lists it in the background. A file
+    created and stored through the mount while those pages arrive must not
+    vanish when the listing completes: a listing fetched across a change of
+    the directory's names is not kept."""
+    names = {"big/k%04d" % i: b"" for i in range(2100)}  # 3 pages of 1000
+    seed(s3client, bucket, names, threads=16)
+    m = rw_mount(bucket, "attr_timeout=1,entry_timeout=30", endpoint=faultproxy.endpoint)
+    faultproxy.set_faults(latency={"first_byte_ms": 1000, "kind": "ListObjectsV2"})
+    try:
+        with open(m.join("big", "0new"), "wb") as f:  # sorts into the first page
+            f.write(b"made while listing")
+        assert exists(s3client, bucket, "big/0new")
+        time.sleep(3.5)  # the background listing has ended
+    finally:
+        faultproxy.set_faults(latency=None)
+    got = os.listdir(m.join("big"))
+    assert "0new" in got and len(got) == len(names) + 1, len(got)
+    time.sleep(1.2)  # attributes expired: the name is looked up again
+    assert os.stat(m.join("big", "0new")).st_size == len(b"made while listing")
