@@ -134,20 +134,27 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
+void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o)
+{
+    i->meta_known = true;
+    i->has_mode = o->has_mode;
+    i->meta_mode = o->mode;
+    i->has_uid = o->has_uid;
+    i->meta_uid = o->uid;
+    i->has_gid = o->has_gid;
+    i->meta_gid = o->gid;
+    if (o->has_mtime) {
+        i->has_mtime = true;
+        i->mtime = o->meta_mtime;
+    }
+}
+
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
 {
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
     om_strlcpy(i->content_type, o->content_type, sizeof(i->content_type));
-    i->has_mtime = o->has_mtime;
-    i->meta_known = true;
-    i->has_mode = o->has_mode;
-    i->has_uid = o->has_uid;
-    i->has_gid = o->has_gid;
-    i->meta_mode = o->mode;
-    i->meta_uid = o->uid;
-    i->meta_gid = o->gid;
-    if (o->has_mtime)
-        i->mtime = o->meta_mtime;
+    i->has_mtime = false;
+    mi_apply_object_meta(i, o);
 }
 
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a)
@@ -335,15 +342,8 @@ static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_s
                            bool found)
 {
     if (found) {
-        i->has_mode = o->has_mode;
-        i->meta_mode = o->mode;
-        i->has_uid = o->has_uid;
-        i->meta_uid = o->uid;
-        i->has_gid = o->has_gid;
-        i->meta_gid = o->gid;
-        i->has_mtime = o->has_mtime;
-        if (o->has_mtime)
-            i->mtime = o->meta_mtime;
+        i->has_mtime = false;
+        mi_apply_object_meta(i, o);
     }
     i->meta_known = true;
     i->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;

@@ -170,21 +170,6 @@ int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out
     return rc;
 }
 
-static void apply_meta(struct inode *i, const struct om_s3_object *obj)
-{
-    i->meta_known = true;
-    i->has_mode = obj->has_mode;
-    i->meta_mode = obj->mode;
-    i->has_uid = obj->has_uid;
-    i->meta_uid = obj->uid;
-    i->has_gid = obj->has_gid;
-    i->meta_gid = obj->gid;
-    if (obj->has_mtime) {
-        i->has_mtime = true;
-        i->mtime = obj->meta_mtime;
-    }
-}
-
 int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_dir,
                  const struct om_s3_object *obj, struct om_attr *out)
 {
@@ -193,7 +178,7 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
     struct inode *c = dir && dir->is_dir ? mi_child_for(m, dir, name, is_dir) : NULL;
     int rc = c ? 0 : dir ? -ENOMEM : -ESTALE;
     if (!rc) {
-        apply_meta(c, obj);
+        mi_apply_object_meta(c, obj);
         c->size = obj->size;
         om_strlcpy(c->etag, obj->etag, sizeof(c->etag));
         c->attr_expire_ms = om_now_ms() + OM_MAX(m->cfg.attr_ttl_ms, m->cfg.entry_ttl_ms);
@@ -213,7 +198,7 @@ void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
     if (i && i->is_dir) {
-        apply_meta(i, obj);
+        mi_apply_object_meta(i, obj);
         i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
     }
     pthread_mutex_unlock(&m->lock);

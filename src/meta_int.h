@@ -174,6 +174,9 @@ struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *nam
 void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t mtime,
                        const char *etag);
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
+/* Mode, owner and (when stored) mtime of an object into i; a missing mtime
+ * keeps what i had. */
+void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o);
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);
 

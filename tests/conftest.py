@@ -9,9 +9,16 @@ Fixtures here are generic test infrastructure:
   s3client     session: boto3 client straight to s3server (botocore retries)
   s3raw        session: boto3 client straight to s3server, no retries
   faultproxy   function: a FaultProxy in front of s3server, faults off
+  mount        function: factory mount(bucket, opts="", prefix=None, endpoint=None,
+               **Mount kwargs) -> a started harness.mount.Mount (objmount -f on
+               a fresh mount point, endpoint defaulting to s3server; fault tests
+               pass endpoint=faultproxy.endpoint). Every mount is unmounted at
+               teardown, and the test errors unless each daemon was still alive
+               then and exited 0 after the unmount.
+  cache_dir    function: a fresh, empty directory for -o cache_dir=
 Every server is stopped at the end of its scope, on failure and on Ctrl-C
 too (fixture finalizers, an atexit hook, and PR_SET_PDEATHSIG in the child).
-Fixtures for the objmount CLI and the FUSE mount belong beside these.
+tests/loaders overrides mount and cache_dir with its own.
 """
 
 import itertools
@@ -26,6 +33,7 @@ if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
 
 from harness.faultproxy import FaultProxy  # noqa: E402
+from harness.mount import MountFactory  # noqa: E402
 from harness.s3server import S3Server  # noqa: E402
 
 _bucket_numbers = itertools.count(1)
@@ -67,3 +75,21 @@ def faultproxy(s3server):
         yield fp
     finally:
         fp.stop()
+
+
+@pytest.fixture
+def mount(s3server):
+    factory = MountFactory(s3server.endpoint)
+    try:
+        yield factory
+    finally:
+        factory.finish()
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    """A fresh cache_dir for one test (objmount puts staging/ and recovery/
+    in it); pass it as -o cache_dir= so no test touches the user's cache."""
+    d = tmp_path / "cache"
+    d.mkdir()
+    return str(d)

@@ -1,12 +1,7 @@
 """Fixtures for driving objmount's own programs from pytest.
 
   oms3    the protocol client (om-s3) against s3server
-  mount   function: factory mount(bucket, opts="", prefix=None, endpoint=None,
-          **Mount kwargs) -> a started harness.mount.Mount (objmount -f on a
-          fresh mount point, endpoint defaulting to s3server). Every mount is
-          unmounted at teardown, and the test errors unless each daemon was
-          still alive then and exited 0 after the unmount.
-  cache_dir    function: a fresh, empty directory for -o cache_dir=
+  (mount and cache_dir come from tests/conftest.py)
   rw_mount     function: factory rw_mount(bucket, opts="", **kw) -> mount(...) with
           this test's cache_dir, fast engine and upload retries (RW_OPTS) and opts
   data_bucket  session: seeded objects of part-boundary sizes, 100 MiB, and
@@ -15,7 +10,7 @@
 
 import pytest
 
-from harness.mount import (DEFAULT_PART_SIZES, SIZES, SMALL_FILES, DataBucket, MountFactory,
+from harness.mount import (DEFAULT_PART_SIZES, SIZES, SMALL_FILES, DataBucket,
                            new_bucket, payload, seed, size_key, small_size)
 from harness.omtools import OmS3
 
@@ -23,24 +18,6 @@ from harness.omtools import OmS3
 @pytest.fixture
 def oms3(s3server):
     return OmS3(s3server.endpoint)
-
-
-@pytest.fixture
-def mount(s3server):
-    factory = MountFactory(s3server.endpoint)
-    try:
-        yield factory
-    finally:
-        factory.finish()
-
-
-@pytest.fixture
-def cache_dir(tmp_path):
-    """A fresh cache_dir for one test (objmount puts staging/ and recovery/
-    in it); pass it as -o cache_dir= so no test touches the user's cache."""
-    d = tmp_path / "cache"
-    d.mkdir()
-    return str(d)
 
 
 RW_OPTS = "retry_base=0.02,retry_max=0.2,part_size=5M,upload_retry_delay=0.05"

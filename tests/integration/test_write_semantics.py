@@ -18,9 +18,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from botocore.exceptions import ClientError
 
 from harness.mount import MiB, PART, check_bytes, check_object, payload, read_all, wait_for
+from harness.trees import exists
 
 WRITE_OPTS = "part_size=5M,upload_retry_delay=0.05"
 
@@ -34,16 +34,6 @@ def nothing_left(cache_dir):
     staging, recovery = (os.path.join(cache_dir, d) for d in ("staging", "recovery"))
     assert wait_for(lambda: not os.listdir(staging), 10), os.listdir(staging)
     assert not os.listdir(recovery), os.listdir(recovery)
-
-
-def exists(s3client, bucket, key):
-    try:
-        s3client.head_object(Bucket=bucket, Key=key)
-        return True
-    except ClientError as e:
-        if e.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
 
 
 def pwrite_all(fd, data, off):

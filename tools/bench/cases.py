@@ -547,12 +547,48 @@ def list_keys(endpoint, prefix, delimiter, deadline):
         token = m.group(1).replace("&amp;", "&")
 
 
-class ListLong(Case):
+class _Listing(Case):
+    """A listing command on a fresh mount (seconds, lower is better); the
+    reference lists the same keys with ListObjectsV2 pages."""
+
+    unit = "s"
+    higher_is_better = False
+    delimited = True  # reference: one folder with "/" (ls), or the whole tree flat (find)
+
+    def command(self, path):
+        raise NotImplementedError
+
+    def counts(self, line):
+        return True
+
+    def run_mount(self, ctx, mnt, timeout):
+        out = os.path.join(ctx.work, self.name + ".out")
+        cmd = self.command(os.path.join(mnt, self.ds.prefix))
+        with open(out, "wb") as f:
+            rc, _, err, secs = run_child(cmd, timeout, stdout=f)
+        if rc:
+            raise CaseError("%s: rc %d: %s" % (" ".join(cmd[:2]), rc,
+                                               err.decode(errors="replace").strip()[-300:]))
+        with open(out, "rb") as f:
+            entries = sum(1 for line in f if self.counts(line))
+        if entries != self.ds.count:
+            raise CaseError("%s printed %d entries, expected %d" % (cmd[0], entries,
+                                                                    self.ds.count))
+        return {"value": secs, "seconds": secs, "files": entries}
+
+    def run_reference(self, ctx, endpoint, timeout):
+        t0 = time.monotonic()
+        keys, pages = list_keys(endpoint, self.ds.prefix, self.delimited, t0 + timeout)
+        secs = time.monotonic() - t0
+        if keys != self.ds.count:
+            raise CaseError("listed %d keys, expected %d" % (keys, self.ds.count))
+        return {"value": secs, "seconds": secs, "files": keys, "pages": pages}
+
+
+class ListLong(_Listing):
     """`ls -l DIR` on a freshly mounted file system (seconds, lower is better)."""
 
     name = "ls"
-    unit = "s"
-    higher_is_better = False
     dataset = "ls"
 
     def __init__(self, ds):
@@ -560,35 +596,20 @@ class ListLong(Case):
         self.title = "`ls -l` of %d objects" % ds.count
         self.how = "`ls -l DIR` of one folder on a fresh mount; it must list every entry"
 
-    def run_mount(self, ctx, mnt, timeout):
-        out = os.path.join(ctx.work, "ls.out")
-        with open(out, "wb") as f:
-            rc, _, err, secs = run_child(["ls", "-l", os.path.join(mnt, self.ds.prefix)],
-                                         timeout, stdout=f)
-        if rc:
-            raise CaseError("ls -l: rc %d: %s" % (rc, err.decode(errors="replace").strip()[-300:]))
-        with open(out, "rb") as f:
-            entries = sum(1 for line in f if not line.startswith(b"total "))
-        if entries != self.ds.count:
-            raise CaseError("ls -l listed %d entries, expected %d" % (entries, self.ds.count))
-        return {"value": secs, "seconds": secs, "files": entries}
+    def command(self, path):
+        return ["ls", "-l", path]
 
-    def run_reference(self, ctx, endpoint, timeout):
-        t0 = time.monotonic()
-        keys, pages = list_keys(endpoint, self.ds.prefix, True, t0 + timeout)
-        secs = time.monotonic() - t0
-        if keys != self.ds.count:
-            raise CaseError("listed %d keys, expected %d" % (keys, self.ds.count))
-        return {"value": secs, "seconds": secs, "files": keys, "pages": pages}
+    def counts(self, line):
+        return not line.startswith(b"total ")
 
 
-class Find(Case):
-    """`find DIR -type f` over the 3-level tree (seconds, lower is better)."""
+class Find(_Listing):
+    """`find DIR -type f` over the 3-level tree (seconds, lower is better);
+    the reference lists the whole tree as flat ListObjectsV2 pages."""
 
     name = "find"
-    unit = "s"
-    higher_is_better = False
     dataset = "tree"
+    delimited = False
 
     def __init__(self, ds):
         self.ds = ds
@@ -596,27 +617,8 @@ class Find(Case):
         self.how = ("`find DIR -type f` of the tree on a fresh mount (GNU find: readdir of "
                     "every folder, no stat of files); it must print every file")
 
-    def run_mount(self, ctx, mnt, timeout):
-        out = os.path.join(ctx.work, "find.out")
-        with open(out, "wb") as f:
-            rc, _, err, secs = run_child(["find", os.path.join(mnt, self.ds.prefix), "-type",
-                                          "f"], timeout, stdout=f)
-        if rc:
-            raise CaseError("find: rc %d: %s" % (rc, err.decode(errors="replace").strip()[-300:]))
-        with open(out, "rb") as f:
-            entries = sum(1 for _ in f)
-        if entries != self.ds.count:
-            raise CaseError("find printed %d files, expected %d" % (entries, self.ds.count))
-        return {"value": secs, "seconds": secs, "files": entries}
-
-    def run_reference(self, ctx, endpoint, timeout):
-        """The whole tree as flat ListObjectsV2 pages (no delimiter)."""
-        t0 = time.monotonic()
-        keys, pages = list_keys(endpoint, self.ds.prefix, False, t0 + timeout)
-        secs = time.monotonic() - t0
-        if keys != self.ds.count:
-            raise CaseError("listed %d keys, expected %d" % (keys, self.ds.count))
-        return {"value": secs, "seconds": secs, "files": keys, "pages": pages}
+    def command(self, path):
+        return ["find", path, "-type", "f"]
 
 
 class Checkpoint(Case):
