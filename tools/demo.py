@@ -47,7 +47,7 @@ BATCH = 32
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP; a KeyboardInterrupt, so DataLoader workers (which
+    """SIGINT, SIGTERM or SIGHUP; a KeyboardInterrupt, so DataLoader workers (which
     inherit the handler) stop quietly, as they do on SIGINT."""
 
 
@@ -307,10 +307,16 @@ def main():
     p.add_argument("--per-class", type=int, default=64)
     args = p.parse_args()
 
-    def stop(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
+    # The handler also notes the signal: a Ctrl-C that lands while the
+    # DataLoader forks its workers raises inside an at-fork hook, where Python
+    # drops the exception; the loader then fails because the workers died.
+    signals = []
 
-    for s in (signal.SIGTERM, signal.SIGHUP):
+    def stop(signum, frame):
+        signals.append(signal.Signals(signum).name)
+        raise Interrupted(signals[-1])
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, stop)
     os.environ.update(AWS_ACCESS_KEY_ID=s3s.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3s.SECRET_KEY)
     work, live, status = None, {}, 0
@@ -324,10 +330,14 @@ def main():
         say(str(e.code))
         status = 1
     except BaseException:
-        import traceback
+        if signals:  # a consequence of the signal, not a fault of its own
+            say("\ndemo: interrupted (%s); cleaning up" % signals[0])
+            status = 130
+        else:
+            import traceback
 
-        traceback.print_exc()
-        status = 1
+            traceback.print_exc()
+            status = 1
     finally:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup
