@@ -18,64 +18,38 @@
 #include <unistd.h>
 
 #include "objmount/log.h"
+#include "objmount/sidecar.h"
 #include "objmount/util.h"
 #include "writer_int.h"
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* Write a sidecar describing staged or recovered data. */
+/* Write a sidecar describing staged or recovered data. Caller holds w->lock
+ * (or owns w alone). */
 int wi_write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,
-                         const char *state, const char *md5hex)
+                     const char *state, const char *md5hex, bool durable)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -errno;
+    struct om_sidecar *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    om_strlcpy(s->state, state, sizeof(s->state));
+    om_strlcpy(s->bucket, ws->bucket, sizeof(s->bucket));
+    om_strlcpy(s->endpoint, ws->endpoint, sizeof(s->endpoint));
+    int rc = om_strlcpy(s->key, w->key, sizeof(s->key));
+    s->size = w->size;
+    om_strlcpy(s->md5, md5hex ? md5hex : "", sizeof(s->md5));
+    s->base_exists = w->stored_exists;
+    om_strlcpy(s->base_etag, w->stored_etag, sizeof(s->base_etag));
+    om_strlcpy(s->upload_id, w->upload_id ? w->upload_id : "", sizeof(s->upload_id));
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    char when[32];
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(f, "{\n  \"state\": ");
-    json_str(f, state);
-    fprintf(f, ",\n  \"bucket\": ");
-    json_str(f, ws->bucket);
-    fprintf(f, ",\n  \"key\": ");
-    json_str(f, w->key);
-    fprintf(f, ",\n  \"endpoint\": ");
-    json_str(f, ws->endpoint);
-    fprintf(f, ",\n  \"size\": %" PRIu64 ",\n  \"md5\": ", w->size);
-    json_str(f, md5hex ? md5hex : "");
-    fprintf(f, ",\n  \"upload_id\": ");
-    json_str(f, w->upload_id ? w->upload_id : "");
-    fprintf(f, ",\n  \"time\": ");
-    json_str(f, when);
-    fprintf(f, ",\n  \"pid\": %d,\n  \"last_error\": ", (int)getpid());
-    json_str(f, w->last_error);
-    if (w->meta.has_mode)
-        fprintf(f, ",\n  \"mode\": %u", (unsigned)w->meta.mode);
-    fprintf(f, "\n}\n");
-    int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -errno;
-    if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
+    strftime(s->time, sizeof(s->time), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    s->pid = (long)getpid();
+    om_strlcpy(s->last_error, w->last_error, sizeof(s->last_error));
+    s->has_mode = w->meta.has_mode;
+    s->mode = (unsigned)w->meta.mode;
+    if (!rc)
+        rc = om_sidecar_write(path, s, durable);
+    free(s);
     return rc;
 }
 
@@ -100,29 +74,12 @@ int wi_mkdir_p(const char *path, mode_t mode)
 /* Rewrite the state of a moved sidecar: its daemon died before a commit. */
 static void mark_interrupted(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char text[16384];
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    const char *from = "\"state\": \"staging\"";
-    char *at = strstr(text, from);
-    if (!at)
-        return;
-    /* a new file renamed over the old one: a crash never leaves half a sidecar */
-    char tmp[4300];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (!f)
-        return;
-    fprintf(f, "%.*s\"state\": \"interrupted\"%s", (int)(at - text), text, at + strlen(from));
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    struct om_sidecar *s = calloc(1, sizeof(*s));
+    if (s && om_sidecar_read(path, s) == 0 && strcmp(s->state, "staging") == 0) {
+        om_strlcpy(s->state, "interrupted", sizeof(s->state));
+        om_sidecar_write(path, s, true);
+    }
+    free(s);
 }
 
 /* Move staging files whose daemon is gone into recovery. */
@@ -138,7 +95,8 @@ void wi_recover_leftovers(struct om_writers *ws)
             continue;
         char data[4200], side[4200], rdata[4200], rside[4200];
         snprintf(data, sizeof(data), "%s/%s", ws->staging_dir, e->d_name);
-        snprintf(side, sizeof(side), "%s/%.*s.json", ws->staging_dir, (int)(n - 5), e->d_name);
+        snprintf(side, sizeof(side), "%s/%.*s" OM_SIDECAR_SUFFIX, ws->staging_dir, (int)(n - 5),
+                 e->d_name);
         int fd = open(data, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
@@ -147,7 +105,8 @@ void wi_recover_leftovers(struct om_writers *ws)
             continue;
         }
         snprintf(rdata, sizeof(rdata), "%s/%s", ws->recovery_dir, e->d_name);
-        snprintf(rside, sizeof(rside), "%s/%.*s.json", ws->recovery_dir, (int)(n - 5), e->d_name);
+        snprintf(rside, sizeof(rside), "%s/%.*s" OM_SIDECAR_SUFFIX, ws->recovery_dir, (int)(n - 5),
+                 e->d_name);
         if (rename(data, rdata) == 0) {
             if (rename(side, rside) != 0)
                 om_warn("recovery: %s has no sidecar", rdata);
@@ -177,17 +136,27 @@ int wi_staging_create(struct om_writers *ws, struct om_writer *w)
     }
     w->fd = fd;
     w->path = strdup(tmpl);
-    size_t n = strlen(tmpl);
-    w->sidecar = malloc(n + 1);
+    w->sidecar = om_sidecar_path(tmpl);
     if (!w->path || !w->sidecar)
         return -ENOMEM;
-    memcpy(w->sidecar, tmpl, n - 5);
-    strcpy(w->sidecar + n - 5, ".json");
-    return wi_write_sidecar(w->sidecar, ws, w, "staging", NULL);
+    return wi_write_sidecar(w->sidecar, ws, w, "staging", NULL, true);
+}
+
+void wi_recovery_forget(struct om_writer *w)
+{
+    if (!w->recovery)
+        return;
+    char *side = om_sidecar_path(w->recovery);
+    unlink(w->recovery);
+    if (side)
+        unlink(side);
+    free(side);
+    free(w->recovery);
+    w->recovery = NULL;
 }
 
 /* Keep the bytes that could not be uploaded. Caller holds w->lock. */
-void wi_keep_in_recovery(struct om_writer *w)
+void wi_keep_in_recovery(struct om_writer *w, const char *state)
 {
     struct om_writers *ws = w->ws;
     unsigned char md5[OM_MD5_LEN];
@@ -199,27 +168,23 @@ void wi_keep_in_recovery(struct om_writer *w)
     snprintf(base, sizeof(base), "%s/%ld-%d-%" PRIu64, ws->recovery_dir, (long)now, (int)getpid(),
              w->ino);
     snprintf(data, sizeof(data), "%s.data", base);
-    snprintf(side, sizeof(side), "%s.json", base);
-    if (w->recovery) {
-        /* replace the entry of an earlier failed commit */
-        unlink(w->recovery);
-        char old[4300];
-        snprintf(old, sizeof(old), "%.*s.json", (int)strlen(w->recovery) - 5, w->recovery);
-        unlink(old);
-        free(w->recovery);
-        w->recovery = NULL;
-    }
+    snprintf(side, sizeof(side), "%s" OM_SIDECAR_SUFFIX, base);
+    wi_recovery_forget(w); /* the entry of an earlier failed commit is replaced */
     if (link(w->path, data) != 0) {
         om_error("could not keep %s in recovery (%s): the data stays in %s until it is closed",
                  w->key, strerror(errno), w->path);
         return;
     }
-    wi_write_sidecar(side, ws, w, "failed", hex);
+    wi_write_sidecar(side, ws, w, state, hex, true);
     w->recovery = strdup(data);
     pthread_mutex_lock(&ws->lock);
     ws->st.recovered++;
     pthread_mutex_unlock(&ws->lock);
-    om_error("could not upload %s (%s): %" PRIu64 " bytes kept in %s", w->key, w->last_error,
-             w->size, data);
+    if (strcmp(state, "interrupted") == 0)
+        om_error("%s: open for writing with changes not uploaded when objmount stopped "
+                 "(interrupted): %" PRIu64 " bytes kept in %s",
+                 w->key, w->size, data);
+    else
+        om_error("could not upload %s (%s): %" PRIu64 " bytes kept in %s", w->key, w->last_error,
+                 w->size, data);
 }
-

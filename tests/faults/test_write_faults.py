@@ -14,7 +14,6 @@ end byte-identical, and a shortened body is still caught."""
 
 import errno
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 import pytest
 
 from harness.mount import MiB, PART, check_bytes, check_object, payload, wait_for
+from harness.recovery import entries, recovery_entries
 
 # fast whole-upload retries; one engine retry so budgets are spent quickly
 WRITE_OPTS = "part_size=5M,upload_retry_delay=0.05"
@@ -47,11 +47,6 @@ def write_file(path, data, chunk=MiB):
     os.close(fd)
 
 
-def entries(cache_dir, sub):
-    d = os.path.join(cache_dir, sub)
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
-
-
 def released(cache_dir, timeout=30):
     """Wait until the staging directory is empty: every writer released."""
     assert wait_for(lambda: not entries(cache_dir, "staging"), timeout), \
@@ -66,21 +61,7 @@ def nothing_left(cache_dir):
 def recovery_entry(cache_dir, key=None):
     """The one (data path, sidecar dict) in recovery/ (for key, when given)."""
     names = entries(cache_dir, "recovery")
-    found = []
-    for n in names:
-        if not n.endswith(".data"):
-            continue
-        data = os.path.join(cache_dir, "recovery", n)
-        side = data[:-len(".data")] + ".json"
-        assert os.path.exists(side), "no sidecar beside %s: %s" % (data, names)
-        with open(side) as f:
-            text = f.read()
-        try:
-            meta = json.loads(text)
-        except ValueError as e:
-            raise AssertionError("sidecar %s is not JSON (%s): %r" % (side, e, text[:2000]))
-        if key is None or meta.get("key") == key:
-            found.append((data, meta))
+    found = recovery_entries(cache_dir, key)
     assert len(found) == 1, "recovery entries for %s: %s (recovery holds %s)" % (
         key or "any key", found, names)
     assert len(names) % 2 == 0, "recovery holds %s" % names
