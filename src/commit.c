@@ -96,6 +96,7 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         snprintf(w->last_error, sizeof(w->last_error),
                  "stored object has %" PRIu64 " bytes, %" PRIu64 " were written", o.size, size);
         om_error("%s: %s", w->key, w->last_error);
+        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
         return -EBADMSG;
     }
     om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
@@ -118,6 +119,7 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
                      "stored ETag %s matches neither the MD5 %s nor the multipart ETag %s",
                      o.etag, hex, mp_etag ? mp_etag : "-");
             om_error("%s: %s", w->key, w->last_error);
+            om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
             return -EBADMSG;
         }
         how = "MD5 ETag";
@@ -165,6 +167,7 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
     if (!rc && memcmp(back, md5, OM_MD5_LEN) != 0) {
         snprintf(w->last_error, sizeof(w->last_error), "read back differs from what was written");
         om_error("%s: %s", w->key, w->last_error);
+        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
         rc = -EBADMSG;
     }
     if (!rc) {
@@ -188,9 +191,11 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     struct om_s3_put_opts opts = {.meta = &h};
     struct om_http_body body = {.kind = OM_BODY_FD, .fd = w->fd, .off = 0, .len = size};
     struct om_s3_error err;
-    char put_etag[OM_ETAG_MAX];
+    char put_etag[OM_ETAG_MAX] = "";
     rc = om_s3_put(w->ws->s3, w->key, &body, md5, &opts, put_etag, &err);
     om_headers_free(&h);
+    if (rc == -EBADMSG && put_etag[0]) /* stored, but other bytes than were sent */
+        om_strlcpy(w->left_etag, put_etag, sizeof(w->left_etag));
     if (rc) {
         snprintf(w->last_error, sizeof(w->last_error), "PutObject: %s%s%s%s%.120s", strerror(-rc),
                  err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "", err.message);
@@ -274,21 +279,68 @@ again:
                  strerror(-rc), err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "",
                  err.message);
     } else {
+        /* completed: nothing to abort any more, and its parts belong to the
+         * object now; a later commit starts an upload of its own, where
+         * every part goes out again */
         pthread_mutex_lock(&w->lock);
-        free(w->upload_id); /* completed: nothing to abort any more */
+        free(w->upload_id);
         w->upload_id = NULL;
+        for (int i = 0; i < w->nparts; i++)
+            w->parts[i]->state = P_IDLE;
         pthread_mutex_unlock(&w->lock);
         rc = verify(w, size, NULL, mp, etag);
-        if (rc) {
-            /* the stored object is wrong: the next attempt uploads every part again */
-            pthread_mutex_lock(&w->lock);
-            for (int i = 0; i < w->nparts; i++)
-                w->parts[i]->state = P_IDLE;
-            pthread_mutex_unlock(&w->lock);
-        }
     }
     pthread_mutex_lock(&w->lock);
     return rc;
+}
+
+/* Is the daemon stopping, with no time left for another attempt after
+ * waiting delay_ms? */
+static bool stop_expired(struct om_writers *ws, uint64_t delay_ms)
+{
+    pthread_mutex_lock(&ws->lock);
+    uint64_t deadline = ws->stop_deadline_ms;
+    pthread_mutex_unlock(&ws->lock);
+    return deadline && om_now_ms() + delay_ms >= deadline;
+}
+
+/* Every attempt failed. An object that an attempt left under the key and
+ * that failed verification must not stay there as if it were the file:
+ * remove it, unless the key now holds something else (another writer's
+ * object). A previous version it replaced is not brought back: objmount
+ * keeps no copies (doc/decisions.md). Caller holds w->lock; it is dropped
+ * around the requests. */
+static void remove_left_object(struct om_writer *w)
+{
+    char left[OM_ETAG_MAX];
+    om_strlcpy(left, w->left_etag, sizeof(left));
+    w->left_etag[0] = '\0';
+    if (!left[0])
+        return;
+    pthread_mutex_unlock(&w->lock);
+    struct om_s3_object o;
+    struct om_s3_error err;
+    int rc = om_s3_head(w->ws->s3, w->key, &o, &err);
+    if (rc == 0 && strcmp(o.etag, left) == 0)
+        rc = om_s3_delete(w->ws->s3, w->key, &err);
+    else if (rc == 0)
+        rc = -EEXIST;
+    pthread_mutex_lock(&w->lock);
+    if (rc == 0) {
+        w->stored_exists = false;
+        w->stored_etag[0] = '\0';
+        om_error("%s: removed the object the failed upload left (ETag %s, it failed "
+                 "verification)%s",
+                 w->key, left,
+                 w->base.exists ? "; the version it replaced is not in the bucket any more" : "");
+    } else if (rc == -EEXIST) {
+        om_warn("%s: the key now holds ETag %s, not the failed upload's %s: left alone", w->key,
+                o.etag, left);
+    } else if (rc != -ENOENT) {
+        om_error("%s: could not remove the object the failed upload left (ETag %s): %s; it "
+                 "does not hold the file's bytes",
+                 w->key, left, strerror(-rc));
+    }
 }
 
 int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
@@ -297,9 +349,14 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     pthread_mutex_lock(&w->lock);
     while (w->committing)
         pthread_cond_wait(&w->cond, &w->lock);
+    if (w->write_error && w->dirty && !w->discarded) {
+        int err = w->write_error; /* never commit what a failed write left */
+        pthread_mutex_unlock(&w->lock);
+        return err;
+    }
     if (!w->dirty || w->discarded) {
         if (res)
-            *res = w->last;
+            *res = w->last; /* stored false until a commit stored something */
         pthread_mutex_unlock(&w->lock);
         return 0;
     }
@@ -328,6 +385,11 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         }
         if (rc == 0 || attempt >= ws->cfg.upload_retries)
             break;
+        if (stop_expired(ws, delay)) {
+            om_error("commit of %s failed (%s); objmount is stopping: no further attempt", w->key,
+                     w->last_error);
+            break;
+        }
         om_warn("commit of %s failed (%s); uploading it again in %" PRIu64 " ms (attempt %d of %d)",
                 w->key, w->last_error, delay, attempt + 2, ws->cfg.upload_retries + 1);
         pthread_mutex_lock(&ws->lock);
@@ -346,27 +408,26 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         ws->st.commit_failures++;
     pthread_mutex_unlock(&ws->lock);
     if (rc) {
+        remove_left_object(w);
         if (!w->pushing)
-            wi_keep_in_recovery(w);
+            wi_keep_in_recovery(w, "failed");
         w->failed_changes = w->changes;
         rc = -EIO;
     } else {
         w->dirty = false;
         w->committed = true;
+        w->last.stored = true;
         w->last.size = size;
         om_strlcpy(w->last.etag, etag, sizeof(w->last.etag));
         w->last.mtime = w->meta.has_mtime ? w->meta.mtime : w->mtime;
         w->last.meta = w->meta;
         w->last_error[0] = '\0';
-        if (w->recovery) {
-            /* an earlier failure was made good */
-            char side[4300];
-            snprintf(side, sizeof(side), "%.*s.json", (int)strlen(w->recovery) - 5, w->recovery);
-            unlink(w->recovery);
-            unlink(side);
-            free(w->recovery);
-            w->recovery = NULL;
-        }
+        w->left_etag[0] = '\0';
+        w->stored_exists = true;
+        om_strlcpy(w->stored_etag, etag, sizeof(w->stored_etag));
+        wi_recovery_forget(w); /* an earlier failure was made good */
+        if (w->sidecar) /* a crash from here on finds the new base */
+            wi_write_sidecar(w->sidecar, ws, w, "staging", NULL, false);
         if (res)
             *res = w->last;
     }
@@ -470,7 +531,7 @@ int om_writer_rekey(struct om_writer *w, const char *newkey)
     w->key = k;
     pthread_mutex_unlock(&w->ws->lock);
     if (w->sidecar)
-        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
     pthread_mutex_unlock(&w->lock);
     return 0;
 }

@@ -100,10 +100,85 @@ fail:
     return NULL;
 }
 
+/* Every open writer, each with a reference taken (release them). NULL with
+ * *n = 0 when there is none or no memory. */
+static struct om_writer **all_writers(struct om_writers *ws, size_t *n)
+{
+    pthread_mutex_lock(&ws->lock);
+    size_t count = 0;
+    for (size_t b = 0; b < ws->table.nbuckets; b++)
+        for (struct om_hnode *x = ws->table.buckets[b]; x; x = x->next)
+            count++;
+    struct om_writer **v = count ? calloc(count, sizeof(*v)) : NULL;
+    *n = 0;
+    for (size_t b = 0; v && b < ws->table.nbuckets; b++) {
+        for (struct om_hnode *x = ws->table.buckets[b]; x; x = x->next) {
+            struct om_writer *w = om_container_of(x, struct om_writer, node);
+            w->refs++;
+            v[(*n)++] = w;
+        }
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return v;
+}
+
+void om_writers_stopping(struct om_writers *ws, uint64_t deadline_ms)
+{
+    if (!ws)
+        return;
+    pthread_mutex_lock(&ws->lock);
+    ws->stop_deadline_ms = om_now_ms() + deadline_ms;
+    pthread_mutex_unlock(&ws->lock);
+    size_t n;
+    struct om_writer **v = all_writers(ws, &n);
+    for (size_t i = 0; i < n; i++) {
+        struct om_writer *w = v[i];
+        pthread_mutex_lock(&w->lock);
+        if (w->committing)
+            om_warn("stopping: waiting for the upload of %s (%" PRIu64 " bytes) to finish, at "
+                    "most %" PRIu64 " s more",
+                    w->key, w->size, (deadline_ms + 999) / 1000);
+        pthread_mutex_unlock(&w->lock);
+        om_writer_release(w);
+    }
+    free(v);
+}
+
+/* A writer whose file was never released when the daemon stops: what was
+ * not uploaded is kept as interrupted, then it goes. No FUSE request runs
+ * any more. */
+static void settle(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    bool interrupted = w->dirty && w->changes != w->failed_changes && !w->write_error &&
+                       !w->discarded;
+    pthread_mutex_unlock(&w->lock);
+    wi_drain(w);
+    if (w->upload_id)
+        wi_abort_upload(w); /* the recovered file holds every byte */
+    pthread_mutex_lock(&w->lock);
+    if (interrupted)
+        wi_keep_in_recovery(w, "interrupted");
+    pthread_mutex_unlock(&w->lock);
+    wi_writer_destroy(w);
+}
+
 void om_writers_free(struct om_writers *ws)
 {
     if (!ws)
         return;
+    size_t n;
+    struct om_writer **v = all_writers(ws, &n);
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&ws->lock);
+        om_htable_remove(&ws->table, &v[i]->node);
+        ws->st.open_writers--;
+        pthread_mutex_unlock(&ws->lock);
+        settle(v[i]);
+    }
+    free(v);
     pthread_mutex_lock(&ws->lock);
     ws->stopping = true;
     pthread_cond_broadcast(&ws->work);
@@ -323,7 +398,7 @@ static int ensure_upload(struct om_writer *w)
         free(w->upload_id);
         w->upload_id = id;
         w->upload_meta_version = version;
-        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL);
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
@@ -520,6 +595,8 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     pthread_cond_init(&w->cond, NULL);
     w->base = *base;
     w->meta = base->meta;
+    w->stored_exists = base->exists;
+    om_strlcpy(w->stored_etag, base->etag, sizeof(w->stored_etag));
     clock_gettime(CLOCK_REALTIME, &w->mtime);
     int rc = w->key ? wi_staging_create(ws, w) : -ENOMEM;
     if (!rc)
@@ -579,9 +656,13 @@ void om_writer_release(struct om_writer *w)
         return;
     /* nothing written may vanish: an uncommitted change is committed now, and
      * kept in recovery if that fails; what a failed commit already put in
-     * recovery is not sent again */
+     * recovery is not sent again. After a failed write nothing is committed:
+     * the application was told, and the stored object stays as it was. */
     pthread_mutex_lock(&w->lock);
-    bool pending = w->dirty && w->changes != w->failed_changes;
+    bool pending = w->dirty && w->changes != w->failed_changes && !w->write_error;
+    if (w->write_error && w->dirty)
+        om_warn("%s: not uploaded: a write failed (%s); the stored object is unchanged", w->key,
+                strerror(-w->write_error));
     pthread_mutex_unlock(&w->lock);
     if (pending)
         om_writer_commit(w, NULL);
@@ -682,45 +763,49 @@ int wi_prepare_write(struct om_writer *w)
     return rc;
 }
 
+/* A write or truncate failed: the staging file no longer holds what the
+ * application meant. Caller holds w->lock. */
+static int poison(struct om_writer *w, int err)
+{
+    if (!w->write_error) {
+        w->write_error = err;
+        om_warn("%s: a write failed (%s): this file will not be uploaded until every handle "
+                "is closed",
+                w->key, strerror(-err));
+    }
+    return err;
+}
+
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off)
 {
     int rc = check_space(w->ws, len);
-    if (rc)
-        return rc;
     pthread_mutex_lock(&w->lock);
-    rc = wi_prepare_write(w);
-    if (rc) {
-        pthread_mutex_unlock(&w->lock);
-        return rc;
-    }
-    uint64_t end = off + len;
-    if (end > w->size) {
-        uint64_t s, l;
-        if (om_part_of(w->ws->cfg.part_size, end - 1, &s, &l) < 0) {
-            pthread_mutex_unlock(&w->lock);
-            return -EFBIG;
-        }
-    }
+    if (!rc)
+        rc = wi_prepare_write(w);
+    uint64_t end = off + len, s, l;
+    if (!rc && end > w->size && om_part_of(w->ws->cfg.part_size, end - 1, &s, &l) < 0)
+        rc = -EFBIG;
     /* pwrite under the lock keeps the part generations honest */
-    for (size_t at = 0; at < len;) {
+    for (size_t at = 0; !rc && at < len;) {
         ssize_t n = pwrite(w->fd, buf + at, len - at, (off_t)(off + at));
-        if (n < 0) {
+        if (n < 0)
             rc = -errno;
-            pthread_mutex_unlock(&w->lock);
-            return rc;
-        }
-        at += (size_t)n;
+        else
+            at += (size_t)n;
     }
     uint64_t old = w->size;
-    if (end > w->size)
+    if (!rc && end > w->size)
         w->size = end;
-    rc = wi_layout(w);
+    if (!rc)
+        rc = wi_layout(w);
     if (!rc) {
         touch(w, OM_MIN(off, old), end);
         w->dirty = true;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
         queue_passed(w, off);
+    } else {
+        poison(w, rc);
     }
     pthread_mutex_unlock(&w->lock);
     return rc ? rc : (ssize_t)len;
@@ -787,6 +872,8 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
     }
+    if (rc)
+        poison(w, rc);
     pthread_mutex_unlock(&w->lock);
     return rc;
 }

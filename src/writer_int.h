@@ -73,6 +73,17 @@ struct om_writer {
     char *recovery; /* recovery entry of the last failed commit */
     bool pushing;   /* uploading a recovery file: it stays where it is on failure */
     bool discarded; /* unlinked while open: nothing more to upload */
+    /* A write or truncate failed (-ENOSPC, -EIO, -EFBIG...): what the
+     * staging file holds is not what the application meant, so it is never
+     * committed; every later commit returns this error. */
+    int write_error;
+    /* The object under key as far as this writer knows: before its first
+     * commit, the one it started from; then the one it last stored. */
+    bool stored_exists;
+    char stored_etag[OM_ETAG_MAX];
+    /* ETag the server gave the last upload that then failed verification:
+     * the object a final failure must not leave under the key. */
+    char left_etag[OM_ETAG_MAX];
     char last_error[256];
 };
 
@@ -86,6 +97,9 @@ struct om_writers {
     struct om_writer **queue;
     int qlen, qcap;
     bool stopping;
+    /* the daemon is stopping: commits under way get until then (monotonic
+     * ms) to finish their attempts; 0 while running */
+    uint64_t stop_deadline_ms;
     pthread_t workers[WORKERS];
     int nworkers;
     struct om_writers_stats st;
@@ -108,10 +122,14 @@ void wi_abort_upload(struct om_writer *w);
 /* staging.c */
 int wi_mkdir_p(const char *path, mode_t mode);
 int wi_write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,
-                     const char *state, const char *md5hex);
+                     const char *state, const char *md5hex, bool durable);
 void wi_recover_leftovers(struct om_writers *ws);
 int wi_staging_create(struct om_writers *ws, struct om_writer *w);
-/* caller holds w->lock */
-void wi_keep_in_recovery(struct om_writer *w);
+/* Keep the staging file's bytes in recovery with a sidecar in state
+ * ("failed" or "interrupted"). Caller holds w->lock. */
+void wi_keep_in_recovery(struct om_writer *w, const char *state);
+/* Remove the recovery entry of an earlier failed commit, if any. Caller
+ * holds w->lock. */
+void wi_recovery_forget(struct om_writer *w);
 
 #endif

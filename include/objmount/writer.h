@@ -52,7 +52,14 @@ struct om_writer;
  * daemon to recovery. NULL with err filled on failure. */
 struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_config *cfg,
                                   char *err, size_t errlen);
-/* Every writer must be released first. */
+/* The daemon is stopping (a signal or an unmount): commits under way may
+ * start new attempts for deadline_ms more; each is named in the log. No lock
+ * held. */
+void om_writers_stopping(struct om_writers *ws, uint64_t deadline_ms);
+/* Free everything. Writers still open (their files were never released:
+ * the kernel connection ended first) are settled: one with changes not
+ * uploaded is kept in recovery as interrupted, the others leave nothing;
+ * their multipart uploads are aborted. No handle may be used afterwards. */
 void om_writers_free(struct om_writers *ws);
 
 /* File metadata that rides on the upload (x-amz-meta-*, s3fs-fuse names). */
@@ -104,6 +111,7 @@ void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m);
 void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m);
 
 struct om_commit_result {
+    bool stored; /* false: this writer has stored nothing (the rest is unset) */
     uint64_t size;
     char etag[OM_ETAG_MAX];
     struct timespec mtime;
@@ -111,7 +119,9 @@ struct om_commit_result {
 };
 
 /* Upload what changed since the last commit and verify it. Returns 0 (also
- * when there was nothing to do; res then describes the last commit) or -EIO
+ * when there was nothing to do; res then describes the last commit, if
+ * any), the error of a failed write or truncate (nothing is uploaded after
+ * one: -ENOSPC, -EIO, -EFBIG...), or -EIO
  * after the retries, with the data kept in recovery. */
 int om_writer_commit(struct om_writer *w, struct om_commit_result *res);
 
