@@ -23,6 +23,7 @@ struct fh {
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
+    bool gone_told; /* the object vanished while open: said once */
 };
 
 static void fh_free(struct om_fs *fs, struct fh *h)
@@ -311,6 +312,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct om_reader *r = h->reader;
     struct om_read_view v;
     ssize_t n = om_reader_view(r, size, (uint64_t)off, &v);
+    if (n == -ESTALE) {
+        /* the object changed under this open: EIO here, and the next open
+         * looks at the object again instead of trusting cached attributes */
+        om_meta_expire(fs->meta, h->ino);
+        n = -EIO;
+    } else if (n == -ENOENT) {
+        if (!h->gone_told) {
+            om_warn("read %s: the object is gone (unlinked through this mount or removed by "
+                    "another client while open): what is not in memory cannot be read (EIO)",
+                    h->key);
+            h->gone_told = true;
+        }
+        n = -EIO;
+    }
     if (n < 0)
         return reply_error(req, (int)n);
     if (n == 0)
@@ -337,8 +352,8 @@ static int commit(struct om_fs *fs, uint64_t ino, struct om_writer *w)
 {
     struct om_commit_result res;
     int rc = om_writer_commit(w, &res);
-    if (rc)
-        return rc;
+    if (rc || !res.stored)
+        return rc; /* nothing stored: the inode keeps the object's attributes */
     struct om_s3_object obj;
     memset(&obj, 0, sizeof(obj));
     obj.size = res.size;
@@ -893,6 +908,11 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         return -ENOMEM;
     }
     return 0;
+}
+
+void om_fs_stopping(struct om_fs *fs, uint64_t timeout_ms)
+{
+    om_writers_stopping(fs->writers, timeout_ms);
 }
 
 void om_fs_destroy(struct om_fs *fs)

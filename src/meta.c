@@ -598,6 +598,15 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
     return rc;
 }
 
+void om_meta_expire(struct om_meta *m, uint64_t ino)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    if (i && !i->is_dir && !i->pending)
+        i->attr_expire_ms = 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
 void om_meta_close(struct om_meta *m, uint64_t ino)
 {
     pthread_mutex_lock(&m->lock);

@@ -199,7 +199,9 @@ static void on_get_done(struct om_s3_get *g)
     if (g->error) {
         s->state = SEG_ERROR;
         s->error = g->error;
-        if (g->error != -ECANCELED) {
+        if (g->error == -ESTALE || g->error == -ENOENT) {
+            rs->st.get_errors++; /* logged once by the caller (or the S3 layer) */
+        } else if (g->error != -ECANCELED) {
             rs->st.get_errors++;
             om_warn("read %s [%" PRIu64 ", +%" PRIu64 "): %s (HTTP %ld %s)%s%s", r->key, s->off,
                     s->len, strerror(-g->error), g->err.status, g->err.code,
@@ -287,6 +289,8 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         .off = off,
         .len = len,
         .if_match = r->etag[0] ? r->etag : NULL,
+        .size_known = true,
+        .size = r->size,
         .buf = s->buf,
         .done = on_get_done,
         .ud = s,
@@ -672,7 +676,9 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
                 }
                 bool cancelled = s->error == -ECANCELED;
                 if (!cancelled)
-                    rc = s->error == -ENOMEM ? -ENOMEM : -EIO;
+                    rc = s->error == -ENOMEM || s->error == -ESTALE || s->error == -ENOENT
+                             ? s->error
+                             : -EIO;
                 seg_drop(rs, s); /* a later read tries again */
                 refetch = cancelled;
                 break;

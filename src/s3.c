@@ -597,6 +597,19 @@ int om_s3_head(struct om_s3 *s3, const char *key, struct om_s3_object *obj,
 
 /* ---- GET ---- */
 
+/* Is the response of the version the caller expects? Fills g->obj from
+ * the headers. 0 or -ESTALE. */
+static int get_check_version(struct om_s3_get *g, uint64_t total)
+{
+    om_s3_object_from_headers(&g->call.req.resp_headers, &g->obj);
+    const char *want = g->if_match && *g->if_match ? g->if_match : NULL;
+    if (want && g->obj.etag[0] && strcmp(g->obj.etag, want) != 0)
+        return -ESTALE;
+    if (g->size_known && total != UINT64_MAX && total != g->size)
+        return -ESTALE;
+    return 0;
+}
+
 static int get_sink_data(void *ud, const char *p, size_t n)
 {
     struct om_s3_get *g = ud;
@@ -620,6 +633,9 @@ static int get_sink_data(void *ud, const char *p, size_t n)
             c->total = cl ? strtoull(cl, NULL, 10) : UINT64_MAX;
             c->range_len = UINT64_MAX;
         }
+        int rc = get_check_version(g, c->total);
+        if (rc)
+            return rc; /* another version: not one byte of it is data */
     }
     if (c->skip) {
         size_t k = (size_t)OM_MIN((uint64_t)n, c->skip);
@@ -670,6 +686,21 @@ static void get_finish(struct om_s3_get *g)
         g->error = 0;
         si_call_cleanup(c);
         return;
+    }
+    if (!rc && !c->range_checked) /* no body: the version is checked here */
+        rc = get_check_version(g, UINT64_MAX);
+    if (rc == -ESTALE) {
+        if (c->req.status == 412)
+            om_warn("read %s: the object changed since it was opened (ETag %s then; the server "
+                    "refused If-Match)",
+                    g->key, g->if_match ? g->if_match : "-");
+        else
+            om_warn("read %s: the object changed since it was opened (ETag %s, %" PRIu64
+                    " bytes then; ETag %s, %" PRId64 " bytes now): none of it is returned",
+                    g->key, g->if_match && *g->if_match ? g->if_match : "-",
+                    g->size_known ? g->size : 0, g->obj.etag[0] ? g->obj.etag : "-",
+                    c->total != UINT64_MAX ? (int64_t)c->total : (int64_t)-1);
+        snprintf(g->err.message, sizeof(g->err.message), "the object changed since it was opened");
     }
     if (!rc) {
         om_s3_object_from_headers(&c->req.resp_headers, &g->obj);

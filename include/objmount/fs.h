@@ -35,6 +35,11 @@ extern const struct fuse_lowlevel_ops om_fs_ops;
  * negative errno with err filled. */
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
                size_t errlen);
+/* The session is ending (a signal or an unmount): uploads under way are
+ * named in the log and may retry for timeout_ms more. */
+void om_fs_stopping(struct om_fs *fs, uint64_t timeout_ms);
+/* Free everything; files still open for writing are settled (see
+ * om_writers_free). */
 void om_fs_destroy(struct om_fs *fs);
 
 /* Carry the session's traffic on the mounted /dev/fuse descriptor through

@@ -84,6 +84,10 @@ void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n);
  * -ENOENT when the object is gone, -ESTALE for an unknown ino. */
 int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out);
 
+/* The attributes of file ino are no longer to be trusted (a read found
+ * another version): the next getattr or open asks the server. */
+void om_meta_expire(struct om_meta *m, uint64_t ino);
+
 /* Open ino for reading: fresh attributes, the key (caller frees *key) and
  * whether the kernel page cache may be kept (the ETag is the one cached
  * before). Takes a reference released by om_meta_close(). */

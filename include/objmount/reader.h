@@ -6,8 +6,10 @@
  *   to part_size each.
  * - Random reads fetch what is asked, rounded to 64 KiB, and keep it for
  *   re-reads; they start no prefetch.
- * - Every GET carries If-Match with the ETag seen at open, so one open
- *   never mixes two versions of an object.
+ * - Every GET carries If-Match with the ETag seen at open, and every
+ *   response's ETag and object size are compared with the open's, so one
+ *   open never mixes two versions of an object (some stores ignore
+ *   If-Match on GET).
  * - Buffers come from one pool with a byte budget. Prefetch only uses what
  *   is free above a reserve; a read that needs data evicts unused buffers
  *   (least recently used first) or waits for some to be released.
@@ -56,9 +58,11 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
                                  const char *etag);
 
 /* Read [off, off+len) into buf. Returns the bytes read, which is less than
- * len only at the end of the object (0 at or past it, without a request), or
- * -EIO when the bytes cannot all be fetched (after the engine's retries, or
- * because the object changed since open). Never a short read mid-object.
+ * len only at the end of the object (0 at or past it, without a request),
+ * -ESTALE when the object changed since open (another ETag or size: no byte
+ * of the other version is returned), -ENOENT when it is gone (bytes still
+ * in memory are served), or -EIO when the bytes cannot all be
+ * fetched (after the engine's retries). Never a short read mid-object.
  * Caller holds no lock. */
 ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off);
 

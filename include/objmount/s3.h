@@ -95,14 +95,20 @@ struct om_s3_call {
 /* A ranged GET into buf. Reads min(len, size - off) bytes; an empty result
  * means off is at or past the end. A response with fewer bytes than that, or
  * a Content-Range that does not match the request, is an error (-EIO), never
- * a short result. if_match (may be NULL) guards against a changed object:
- * -ESTALE when it changed. obj (may be NULL) receives size and ETag. */
+ * a short result. if_match (may be NULL) names the version the caller
+ * expects: it is sent as If-Match, and since some servers ignore If-Match on
+ * GET, the ETag of the response is compared with it too; with size_known,
+ * so is the object size the response names. Another version is -ESTALE,
+ * logged with the key and both ETags, and no byte of it reaches buf's
+ * caller as data. obj (may be NULL) receives size and ETag. */
 struct om_s3_get {
     /* in */
     const char *key;
     uint64_t off;
     uint64_t len;
     const char *if_match;
+    bool size_known;
+    uint64_t size; /* the object size the caller expects, with size_known */
     char *buf;
     void (*done)(struct om_s3_get *g); /* async completion, on the engine thread */
     void *ud;
