@@ -148,6 +148,13 @@ static const struct opt options[] = {
     OPT("max_rename_keys", "N", K_COUNT, max_rename_keys, 0, 100000000,
         "most keys a directory rename copies; above it rename fails with EXDEV and mv copies "
         "the tree itself (default 10000)"),
+    OPT("mount_timeout", "SECONDS", K_MS, mount_timeout_ms, 1000, 3600000,
+        "bound on checking the bucket before mounting; after 2 s a line says what it waits "
+        "for (default 15)"),
+    OPT("stop_timeout", "SECONDS", K_MS, stop_timeout_ms, 0, 86400000,
+        "on a signal or unmount, how long uploads under way may still retry (default 60)"),
+    OPT("nonempty", NULL, K_FLAG, nonempty, 0, 0,
+        "mount over a directory that is not empty (hiding what it holds)"),
 };
 
 _Static_assert(OM_ARRAY_LEN(options) <= 128, "set_mask has one bit per option");
@@ -189,6 +196,8 @@ void om_config_init(struct om_config *cfg)
     cfg->upload_retry_delay_ms = 1000;
     cfg->parts_in_flight = 8;
     cfg->max_rename_keys = 10000;
+    cfg->mount_timeout_ms = 15000;
+    cfg->stop_timeout_ms = 60000;
 }
 
 bool om_config_is_set(const struct om_config *cfg, const char *name)

@@ -7,9 +7,11 @@
  * line and a non-zero exit, with nothing mounted. Without -f the daemon
  * detaches and the command returns only once the mount is ready (0), or with
  * the daemon's error (1). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include "objmount/ctl.h"
 #include "objmount/fs.h"
 #include "objmount/log.h"
+#include "objmount/util.h"
 
 static const char usage[] =
     "usage: objmount BUCKET[:PREFIX] MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
@@ -137,20 +140,60 @@ static void detach_stdio(void)
 
 /* ---- the bucket check ---- */
 
+struct probe {
+    struct om_client client;
+    long skew;
+    struct om_s3_error e;
+    const struct om_config *cfg;
+};
+
+static int probe_run(void *p)
+{
+    struct probe *pr = p;
+    return om_s3_check_bucket(pr->client.s3, &pr->skew, &pr->e);
+}
+
+static void probe_progress(void *p, uint64_t elapsed_ms)
+{
+    struct probe *pr = p;
+    fprintf(stderr,
+            "objmount: waiting for %s to answer a listing of bucket '%s' (%.0f s so far, at "
+            "most %.0f s; -o mount_timeout=)\n",
+            pr->cfg->endpoint, pr->cfg->bucket, (double)elapsed_ms / 1000.0,
+            (double)pr->cfg->mount_timeout_ms / 1000.0);
+}
+
+/* Check the bucket within mount_timeout. On a timeout the probe is left to
+ * its thread (the process exits). */
 static int check_bucket(struct om_config *cfg)
 {
-    struct om_client probe;
+    struct probe *pr = calloc(1, sizeof(*pr));
     char err[512];
-    int rc = om_client_open(&probe, cfg, err, sizeof(err));
+    if (!pr) {
+        fail_line("out of memory");
+        return -ENOMEM;
+    }
+    pr->cfg = cfg;
+    int rc = om_client_open(&pr->client, cfg, err, sizeof(err));
     if (rc) {
         fail_line("%s", err);
+        free(pr);
         return rc;
     }
-    long skew = 0;
-    struct om_s3_error e;
-    rc = om_s3_check_bucket(probe.s3, &skew, &e);
+    int run = om_run_bounded(probe_run, pr, cfg->mount_timeout_ms, 2000, probe_progress, pr, &rc);
     const char *b = cfg->bucket, *ep = cfg->endpoint;
-    if (rc == 0) {
+    if (run == -ETIMEDOUT) {
+        fail_line("no answer from %s within %.0f s: it accepts connections but does not answer "
+                  "a listing of bucket '%s' (objmountctl doctor tells more)",
+                  ep, (double)cfg->mount_timeout_ms / 1000.0, b);
+        return -ETIMEDOUT;
+    }
+    struct om_s3_error e = pr->e;
+    long skew = pr->skew;
+    if (run) {
+        fail_line("cannot check bucket '%s': %s", b, strerror(-run));
+        rc = run;
+    } else if (rc == 0) {
         if (skew > 300 || skew < -300)
             om_warn("the local clock differs from %s by %ld s; requests may be refused", ep, skew);
     } else if (strcmp(e.code, "RequestTimeTooSkewed") == 0) {
@@ -162,7 +205,7 @@ static int check_bucket(struct om_config *cfg)
     } else if (rc == -EACCES) {
         fail_line("access to bucket '%s' at %s denied (%s%s%s); credentials from %s", b, ep,
                   e.code[0] ? e.code : "HTTP 403", e.message[0] ? ": " : "", e.message,
-                  probe.creds.source);
+                  pr->client.creds.source);
     } else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT) {
         fail_line("cannot reach %s: %s", ep, e.message[0] ? e.message : strerror(-rc));
     } else {
@@ -170,8 +213,108 @@ static int check_bucket(struct om_config *cfg)
                   strerror(-rc), e.status, e.code[0] ? " " : "", e.code, e.message[0] ? ": " : "",
                   e.message);
     }
-    om_client_close(&probe);
+    om_client_close(&pr->client);
+    free(pr);
     return rc;
+}
+
+/* ---- the mount point ---- */
+
+/* The file system type mounted at path ("" when path is not a mount point).
+ * The last line for path is the one on top. */
+static void mounted_at(const char *path, char *fstype, size_t n, char *majmin, size_t mn)
+{
+    fstype[0] = '\0';
+    if (majmin)
+        majmin[0] = '\0';
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return;
+    char line[8192];
+    while (fgets(line, sizeof(line), f)) {
+        char point[PATH_MAX], mm[32], type[64];
+        const char *sep = strstr(line, " - ");
+        if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, point) == 2 && sep &&
+            sscanf(sep + 3, "%63s", type) == 1 && strcmp(point, path) == 0) {
+            om_strlcpy(fstype, type, n);
+            if (majmin)
+                om_strlcpy(majmin, mm, mn);
+        }
+    }
+    fclose(f);
+}
+
+static bool dir_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return true; /* the mount itself reports what is wrong */
+    struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* Refuse what s3fs-fuse refuses: a mount point that is already a mount
+ * (an automount point of systemd's, autofs, is fine: mounting over it is
+ * what it waits for), and one that is not empty without -o nonempty. */
+static int check_mountpoint(const struct om_config *cfg)
+{
+    char type[64];
+    mounted_at(cfg->mountpoint, type, sizeof(type), NULL, 0);
+    if (type[0] && strcmp(type, "autofs") != 0) {
+        fprintf(stderr, "objmount: %s is already a mount point (%s): unmount it first\n",
+                cfg->mountpoint, type);
+        return -EBUSY;
+    }
+    if (!type[0] && !cfg->nonempty && !dir_empty(cfg->mountpoint)) {
+        fprintf(stderr,
+                "objmount: mount point %s is not empty: mount with -o nonempty to hide what it "
+                "holds, or use an empty directory\n",
+                cfg->mountpoint);
+        return -ENOTEMPTY;
+    }
+    return 0;
+}
+
+/* ---- stopping ---- */
+
+/* Watches for the end of the session loop (a signal, or the kernel ending
+ * the connection) so that commits under way are named and bounded while
+ * the loop waits for them. */
+struct stop_watch {
+    struct fuse_session *se;
+    struct om_fs *fs;
+    uint64_t timeout_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    pthread_t thread;
+};
+
+static void *stop_watch_main(void *p)
+{
+    struct stop_watch *sw = p;
+    pthread_mutex_lock(&sw->lock);
+    while (!sw->done && !fuse_session_exited(sw->se)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&sw->cond, &sw->lock, &ts);
+    }
+    bool exited = !sw->done;
+    pthread_mutex_unlock(&sw->lock);
+    if (exited) {
+        om_info("stopping: uploads under way finish first");
+        om_fs_stopping(sw->fs, sw->timeout_ms);
+    }
+    return NULL;
 }
 
 /* The kernel caps FUSE readahead at the backing device's read_ahead_kb
@@ -180,22 +323,13 @@ static int check_bucket(struct om_config *cfg)
  * costs no request to ourselves. */
 static void raise_readahead(const char *mountpoint, uint64_t bytes)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    if (!f)
-        return;
-    char line[8192], dev[32] = "";
-    while (fgets(line, sizeof(line), f)) {
-        char point[PATH_MAX], majmin[32];
-        if (sscanf(line, "%*s %*s %31s %*s %4095s", majmin, point) == 2 &&
-            strcmp(point, mountpoint) == 0)
-            om_strlcpy(dev, majmin, sizeof(dev)); /* the last one is ours */
-    }
-    fclose(f);
+    char type[64], dev[32];
+    mounted_at(mountpoint, type, sizeof(type), dev, sizeof(dev));
     if (!dev[0])
         return;
     char path[96];
     snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
-    f = fopen(path, "w");
+    FILE *f = fopen(path, "w");
     if (!f) {
         om_debug("cannot raise readahead (%s: %s)", path, strerror(errno));
         return;
@@ -275,6 +409,12 @@ int main(int argc, char **argv)
         return 1;
     }
     cfg.mountpoint = strdup(mnt);
+    if (!cfg.mountpoint) {
+        fprintf(stderr, "objmount: out of memory\n");
+        return 1;
+    }
+    if (check_mountpoint(&cfg))
+        return 1;
 
     if (!cfg.foreground)
         daemonize_early();
@@ -365,11 +505,21 @@ int main(int argc, char **argv)
         detach_stdio();
     }
 
+    struct stop_watch sw = {.se = se, .fs = &fs, .timeout_ms = cfg.stop_timeout_ms};
+    pthread_mutex_init(&sw.lock, NULL);
+    pthread_cond_init(&sw.cond, NULL);
+    bool watching = pthread_create(&sw.thread, NULL, stop_watch_main, &sw) == 0;
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(lc, (unsigned)cfg.threads);
     fuse_loop_cfg_set_idle_threads(lc, 8);
     rc = fuse_session_loop_mt(se, lc);
     fuse_loop_cfg_destroy(lc);
+    pthread_mutex_lock(&sw.lock);
+    sw.done = true;
+    pthread_cond_signal(&sw.cond);
+    pthread_mutex_unlock(&sw.lock);
+    if (watching)
+        pthread_join(sw.thread, NULL);
 
     om_info("unmounting %s", cfg.mountpoint);
     om_ctl_stop(ctl);

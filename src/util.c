@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,4 +249,98 @@ uint64_t om_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- bounded calls ---- */
+
+struct bounded {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int (*fn)(void *);
+    void *arg;
+    int result;
+    bool done;
+    int refs; /* the caller and the thread; the last one frees */
+};
+
+static void bounded_put(struct bounded *b)
+{
+    pthread_mutex_lock(&b->lock);
+    bool last = --b->refs == 0;
+    pthread_mutex_unlock(&b->lock);
+    if (last) {
+        pthread_cond_destroy(&b->cond);
+        pthread_mutex_destroy(&b->lock);
+        free(b);
+    }
+}
+
+static void *bounded_main(void *p)
+{
+    struct bounded *b = p;
+    int r = b->fn(b->arg);
+    pthread_mutex_lock(&b->lock);
+    b->result = r;
+    b->done = true;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+    bounded_put(b);
+    return NULL;
+}
+
+int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t progress_ms,
+                   void (*progress)(void *, uint64_t), void *pud, int *result)
+{
+    struct bounded *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    b->fn = fn;
+    b->arg = arg;
+    b->refs = 2;
+    pthread_t t;
+    if (pthread_create(&t, NULL, bounded_main, b) != 0) {
+        b->refs = 1;
+        bounded_put(b);
+        return -EAGAIN;
+    }
+    pthread_detach(t);
+    uint64_t start = om_now_ms();
+    bool told = !progress || !progress_ms;
+    pthread_mutex_lock(&b->lock);
+    while (!b->done) {
+        uint64_t now = om_now_ms(), until = start + timeout_ms;
+        if (now >= until)
+            break;
+        if (!told && now >= start + progress_ms) {
+            told = true;
+            pthread_mutex_unlock(&b->lock);
+            progress(pud, now - start);
+            pthread_mutex_lock(&b->lock);
+            continue;
+        }
+        if (!told && start + progress_ms < until)
+            until = start + progress_ms;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wait = until - now;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+    }
+    bool done = b->done;
+    if (done && result)
+        *result = b->result;
+    pthread_mutex_unlock(&b->lock);
+    bounded_put(b);
+    return done ? 0 : -ETIMEDOUT;
 }

@@ -4,8 +4,8 @@
  *   objmountctl stats MOUNTPOINT [--watch [SECONDS]] [--prometheus]
  *   objmountctl unmount MOUNTPOINT [--timeout SECONDS]
  *   objmountctl uploads list|abort BUCKET [--older-than DURATION] [-o OPTIONS]
- *   objmountctl recover list|push|drop [ID...|--all] [-o OPTIONS]
- *   objmountctl doctor BUCKET [-o OPTIONS]
+ *   objmountctl recover list|push|drop [ID...|--all] [--force] [-o OPTIONS]
+ *   objmountctl doctor BUCKET [--timeout SECONDS] [-o OPTIONS]
  *
  * Every failure prints one line naming what went wrong and exits non-zero. */
 #include <errno.h>
@@ -28,6 +28,7 @@
 #include "objmount/client.h"
 #include "objmount/ctl.h"
 #include "objmount/log.h"
+#include "objmount/sidecar.h"
 #include "objmount/url.h"
 #include "objmount/util.h"
 #include "objmount/writer.h"
@@ -42,9 +43,12 @@ static const char usage[] =
     "  uploads list BUCKET [--older-than D]    multipart uploads in progress\n"
     "  uploads abort BUCKET [--older-than D] [--key K --upload-id ID]\n"
     "  recover list                            data kept because it could not be uploaded\n"
-    "  recover push ID...|--all                upload it again, verified, then remove it\n"
+    "  recover push ID...|--all [--force]      upload it again, verified, then remove it;\n"
+    "                                          not over an object changed since staging\n"
+    "                                          unless --force\n"
     "  recover drop ID...|--all                delete it\n"
-    "  doctor BUCKET                           check endpoint, credentials, clock, TLS\n"
+    "  doctor BUCKET [--timeout S]             check endpoint, credentials, clock, TLS;\n"
+    "                                          each step bounded by S (default 10)\n"
     "\n"
     "  -o OPTIONS   mount options for uploads, recover and doctor (endpoint=..., etc.)\n";
 
@@ -355,73 +359,6 @@ static int cmd_uploads(struct om_config *cfg, bool abort, const char *older, con
 
 /* ---- recovery ---- */
 
-struct sidecar {
-    char state[32], bucket[256], key[2048], endpoint[512], md5[64], time[32], upload_id[256];
-    char last_error[512];
-    uint64_t size;
-    bool has_mode;
-    unsigned mode;
-};
-
-/* A tiny reader for the flat JSON objects objmount writes. */
-static void json_field(const char *text, const char *name, char *out, size_t n)
-{
-    out[0] = '\0';
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\":", name);
-    const char *p = strstr(text, pat);
-    if (!p)
-        return;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    size_t k = 0;
-    if (*p == '"') {
-        for (p++; *p && *p != '"' && k + 1 < n; p++) {
-            if (*p == '\\' && p[1]) {
-                p++;
-                if (*p == 'u' && p[1] && p[2] && p[3] && p[4]) {
-                    out[k++] = (char)strtol((char[]){p[3], p[4], 0}, NULL, 16);
-                    p += 4;
-                    continue;
-                }
-            }
-            out[k++] = *p;
-        }
-    } else {
-        while (*p && *p != ',' && *p != '\n' && *p != '}' && k + 1 < n)
-            out[k++] = *p++;
-    }
-    out[k] = '\0';
-}
-
-static int read_sidecar(const char *path, struct sidecar *s)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -errno;
-    char text[16384];
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    memset(s, 0, sizeof(*s));
-    char num[32];
-    json_field(text, "state", s->state, sizeof(s->state));
-    json_field(text, "bucket", s->bucket, sizeof(s->bucket));
-    json_field(text, "key", s->key, sizeof(s->key));
-    json_field(text, "endpoint", s->endpoint, sizeof(s->endpoint));
-    json_field(text, "md5", s->md5, sizeof(s->md5));
-    json_field(text, "time", s->time, sizeof(s->time));
-    json_field(text, "upload_id", s->upload_id, sizeof(s->upload_id));
-    json_field(text, "last_error", s->last_error, sizeof(s->last_error));
-    json_field(text, "size", num, sizeof(num));
-    s->size = strtoull(num, NULL, 10);
-    json_field(text, "mode", num, sizeof(num));
-    s->has_mode = num[0] != '\0';
-    s->mode = (unsigned)strtoul(num, NULL, 10);
-    return s->key[0] ? 0 : -EINVAL;
-}
-
 /* IDs (file names without .data) in the recovery directory, sorted. */
 static int recovery_ids(const char *dir, char ***out)
 {
@@ -455,8 +392,73 @@ static int recovery_ids(const char *dir, char ***out)
     return n;
 }
 
+/* Upload one recovered file where its sidecar says it belongs, verified;
+ * unless force, only over the object it was staged over. 0 or 1 (said). */
+static int push_one(struct om_config *cfg, const char *id, const char *data, const char *side,
+                    bool force)
+{
+    char err[512];
+    struct om_sidecar s;
+    if (om_sidecar_read(side, &s) != 0)
+        return fail("%s: no readable sidecar: cannot tell where it belongs", id);
+    struct om_config c2 = *cfg; /* shallow: the same options, the sidecar's bucket */
+    c2.bucket = s.bucket;
+    c2.finalized = false;
+    if (!om_config_is_set(cfg, "endpoint") && s.endpoint[0])
+        c2.endpoint = s.endpoint;
+    struct om_client cl;
+    if (om_client_open(&cl, &c2, err, sizeof(err)))
+        return fail("%s: %s", id, err);
+    int status = 0;
+    if (!force) {
+        /* a HEAD, then the upload: what changes in between is not seen
+         * (doc/decisions.md, "recover push") */
+        struct om_s3_object o;
+        struct om_s3_error e;
+        int rc = om_s3_head(cl.s3, s.key, &o, &e);
+        enum om_sidecar_base b = om_sidecar_base_check(&s, rc == 0, rc == 0 ? o.etag : "");
+        if (rc && rc != -ENOENT)
+            status = fail("%s: cannot tell whether %s/%s changed since it was staged: %s (kept; "
+                          "--force uploads anyway)",
+                          id, s.bucket, s.key, strerror(-rc));
+        else if (b == OM_BASE_CHANGED)
+            status = fail("%s: %s/%s changed since the data was staged (ETag %s then, %s now): "
+                          "not overwritten (kept; --force uploads anyway)",
+                          id, s.bucket, s.key, s.base_etag, o.etag);
+        else if (b == OM_BASE_CREATED)
+            status = fail("%s: %s/%s changed since the data was staged (it did not exist then, "
+                          "ETag %s now): not overwritten (kept; --force uploads anyway)",
+                          id, s.bucket, s.key, o.etag);
+        else if (b == OM_BASE_UNKNOWN)
+            status = fail("%s: its sidecar does not say what %s/%s held when the data was staged: "
+                          "not overwritten (kept; --force uploads anyway)",
+                          id, s.bucket, s.key);
+    }
+    if (!status) {
+        struct om_writers_config wc = {.cache_dir = cfg->cache_dir,
+                                       .bucket = s.bucket,
+                                       .endpoint = c2.endpoint,
+                                       .part_size = cfg->part_size,
+                                       .upload_retries = (int)cfg->upload_retries,
+                                       .upload_retry_ms = cfg->upload_retry_delay_ms,
+                                       .verify_read = true,
+                                       .max_parts_in_flight = 8};
+        struct om_writers *ws = om_writers_new(cl.s3, &wc, err, sizeof(err));
+        struct om_file_meta meta = {.has_mode = s.has_mode, .mode = s.mode};
+        int rc = ws ? om_writer_push_file(ws, data, s.key, &meta, err, sizeof(err)) : -EIO;
+        om_writers_free(ws);
+        if (rc)
+            status = fail("%s: upload of %s/%s failed: %s (kept)", id, s.bucket, s.key, err);
+        else
+            printf("uploaded %s to %s/%s (%" PRIu64 " bytes, verified)\n", id, s.bucket, s.key,
+                   s.size);
+    }
+    om_client_close(&cl);
+    return status;
+}
+
 static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg, int nids,
-                       bool all)
+                       bool all, bool force)
 {
     char err[512];
     struct om_creds none = {.anonymous = true};
@@ -486,9 +488,9 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             printf("no recovered data in %s\n", dir);
         for (int i = 0; i < n; i++) {
             char path[4400];
-            snprintf(path, sizeof(path), "%s/%s.json", dir, ids[i]);
-            struct sidecar s;
-            if (read_sidecar(path, &s) != 0) {
+            snprintf(path, sizeof(path), "%s/%s" OM_SIDECAR_SUFFIX, dir, ids[i]);
+            struct om_sidecar s;
+            if (om_sidecar_read(path, &s) != 0) {
                 printf("%s\t(no readable sidecar)\n", ids[i]);
                 continue;
             }
@@ -513,49 +515,9 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
                 continue;
             char data[4400], side[4400];
             snprintf(data, sizeof(data), "%s/%s.data", dir, ids[i]);
-            snprintf(side, sizeof(side), "%s/%s.json", dir, ids[i]);
-            if (push) {
-                struct sidecar s;
-                if (read_sidecar(side, &s) != 0) {
-                    status = fail("%s: no readable sidecar: cannot tell where it belongs", ids[i]);
-                    break;
-                }
-                struct om_config c2;
-                om_config_init(&c2);
-                c2 = *cfg; /* shallow: same options */
-                c2.bucket = s.bucket;
-                c2.finalized = false;
-                char *ep = cfg->endpoint;
-                if (!om_config_is_set(cfg, "endpoint") && s.endpoint[0])
-                    c2.endpoint = s.endpoint;
-                struct om_client cl;
-                int rc = om_client_open(&cl, &c2, err, sizeof(err));
-                if (rc) {
-                    status = fail("%s: %s", ids[i], err);
-                    break;
-                }
-                struct om_writers_config wc = {.cache_dir = cfg->cache_dir,
-                                               .bucket = s.bucket,
-                                               .endpoint = c2.endpoint,
-                                               .part_size = cfg->part_size,
-                                               .upload_retries = (int)cfg->upload_retries,
-                                               .upload_retry_ms = cfg->upload_retry_delay_ms,
-                                               .verify_read = true,
-                                               .max_parts_in_flight = 8};
-                struct om_writers *ws = om_writers_new(cl.s3, &wc, err, sizeof(err));
-                struct om_file_meta meta = {.has_mode = s.has_mode, .mode = s.mode};
-                rc = ws ? om_writer_push_file(ws, data, s.key, &meta, err, sizeof(err)) : -EIO;
-                om_writers_free(ws);
-                om_client_close(&cl);
-                (void)ep;
-                if (rc) {
-                    status = fail("%s: upload of %s/%s failed: %s (kept)", ids[i], s.bucket, s.key,
-                                  err);
-                    break;
-                }
-                printf("uploaded %s to %s/%s (%" PRIu64 " bytes, verified)\n", ids[i], s.bucket,
-                       s.key, s.size);
-            }
+            snprintf(side, sizeof(side), "%s/%s" OM_SIDECAR_SUFFIX, dir, ids[i]);
+            if (push && (status = push_one(cfg, ids[i], data, side, force)) != 0)
+                break;
             if (unlink(data) != 0)
                 status = fail("%s: %s", data, strerror(errno));
             unlink(side);
@@ -620,8 +582,54 @@ static bool tcp_reachable(const char *host, int port, char *msg, size_t n)
     return ok;
 }
 
-static int cmd_doctor(struct om_config *cfg)
+/* One request of the doctor's, run with a bound. */
+struct doctor_call {
+    struct om_s3 *s3;
+    bool head; /* a HEAD of the probe key, else a bucket check */
+    long skew;
+    struct om_s3_object o;
+    struct om_s3_error e;
+};
+
+static int doctor_call_run(void *p)
 {
+    struct doctor_call *c = p;
+    if (c->head)
+        return om_s3_head(c->s3, ".objmount-doctor-probe", &c->o, &c->e);
+    return om_s3_check_bucket(c->s3, &c->skew, &c->e);
+}
+
+/* Run one call within timeout_s. On a timeout the step fails and the doctor
+ * ends: the request still runs, with the client it uses. */
+static int doctor_bounded(struct doctor_call *c, const char *what, const char *endpoint,
+                          int timeout_s)
+{
+    struct doctor_call *heap = malloc(sizeof(*heap));
+    if (!heap)
+        return -ENOMEM;
+    *heap = *c;
+    int rc = 0;
+    int run = om_run_bounded(doctor_call_run, heap, (uint64_t)timeout_s * 1000, 0, NULL, NULL, &rc);
+    if (run == -ETIMEDOUT) {
+        char line[1024];
+        snprintf(line, sizeof(line), "%s: no answer from %s within %d s", what, endpoint,
+                 timeout_s);
+        report(false, line,
+               "the endpoint accepts connections but does not answer: check that it is an S3 "
+               "endpoint (the port, the /s3 path of AIStore) and that the server is healthy; "
+               "--timeout waits longer");
+        printf("%d check%s failed\n", checks_failed, checks_failed == 1 ? "" : "s");
+        fflush(stdout);
+        _exit(1);
+    }
+    *c = *heap;
+    free(heap);
+    return run ? run : rc;
+}
+
+static int cmd_doctor(struct om_config *cfg, int timeout_s)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each step shows as it ends, on a pipe too */
     char err[512], line[1024];
     struct om_client c;
     int rc = om_client_open(&c, cfg, err, sizeof(err));
@@ -646,9 +654,10 @@ static int cmd_doctor(struct om_config *cfg)
         om_client_close(&c);
         return 1;
     }
-    long skew = 0;
-    struct om_s3_error e;
-    rc = om_s3_check_bucket(c.s3, &skew, &e);
+    struct doctor_call call = {.s3 = c.s3};
+    rc = doctor_bounded(&call, "bucket listing", cfg->endpoint, timeout_s);
+    long skew = call.skew;
+    struct om_s3_error e = call.e;
     if (u.https) {
         bool tls_ok = !(rc == -EIO && strstr(e.message, "SSL"));
         snprintf(line, sizeof(line), "TLS certificate verified%s%s", tls_ok ? "" : ": ",
@@ -685,8 +694,9 @@ static int cmd_doctor(struct om_config *cfg)
     sc.addressing = cfg->addressing == OM_ADDR_VHOST ? OM_ADDR_PATH : OM_ADDR_VHOST;
     struct om_s3 *other = om_s3_new(c.http, &sc, &c.creds, err, sizeof(err));
     if (other) {
-        struct om_s3_error e2;
-        int rc2 = om_s3_check_bucket(other, NULL, &e2);
+        struct doctor_call alt_call = {.s3 = other};
+        int rc2 = doctor_bounded(&alt_call, "listing with the other addressing style",
+                                 cfg->endpoint, timeout_s);
         const char *mine = sc.addressing == OM_ADDR_VHOST ? "path-style" : "virtual-host";
         const char *theirs = sc.addressing == OM_ADDR_VHOST ? "virtual-host" : "path-style";
         if (bucket_ok || rc2 != 0) {
@@ -702,8 +712,8 @@ static int cmd_doctor(struct om_config *cfg)
         om_s3_free(other);
     }
     /* object requests: AIStore redirects those, not listings */
-    struct om_s3_object o;
-    om_s3_head(c.s3, ".objmount-doctor-probe", &o, &e);
+    struct doctor_call head = {.s3 = c.s3, .head = true};
+    doctor_bounded(&head, "object request", cfg->endpoint, timeout_s);
     struct om_http_stats st;
     om_http_get_stats(c.http, &st);
     printf("[info] redirects seen: %" PRIu64 " (followed by objmount, re-signed per hop)\n",
@@ -727,8 +737,9 @@ int main(int argc, char **argv)
     char err[512];
     char *pos[64];
     int npos = 0;
-    bool prometheus = false, all = false;
+    bool prometheus = false, all = false, force = false;
     int watch = 0, timeout = 60;
+    bool timeout_given = false;
     const char *older = NULL, *key = NULL, *id = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -745,12 +756,15 @@ int main(int argc, char **argv)
             prometheus = true;
         } else if (strcmp(a, "--all") == 0) {
             all = true;
+        } else if (strcmp(a, "--force") == 0) {
+            force = true;
         } else if (strcmp(a, "--watch") == 0) {
             watch = 2;
             if (i + 1 < argc && atoi(argv[i + 1]) > 0)
                 watch = atoi(argv[++i]);
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
             timeout = atoi(argv[++i]);
+            timeout_given = true;
             if (timeout <= 0)
                 return fail("--timeout wants a number of seconds");
         } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
@@ -784,11 +798,11 @@ int main(int argc, char **argv)
         return cmd_uploads(&cfg, pos[1][0] == 'a', older, key, id);
     }
     if (strcmp(cmd, "recover") == 0 && npos >= 2)
-        return cmd_recover(&cfg, pos[1], pos + 2, npos - 2, all);
+        return cmd_recover(&cfg, pos[1], pos + 2, npos - 2, all, force);
     if (strcmp(cmd, "doctor") == 0 && npos == 2) {
         if (om_config_set_source(&cfg, pos[1], err, sizeof(err)))
             return fail("%s", err);
-        return cmd_doctor(&cfg);
+        return cmd_doctor(&cfg, timeout_given ? timeout : 10);
     }
     static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
                                         "doctor"};

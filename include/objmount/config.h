@@ -85,6 +85,11 @@ struct om_config {
     uint64_t parts_in_flight;
     uint64_t max_rename_keys;
 
+    /* start and stop */
+    uint64_t mount_timeout_ms; /* bound on the bucket check before mounting */
+    uint64_t stop_timeout_ms;  /* commits under way at a stop may retry this long */
+    bool nonempty;             /* mount over a directory that is not empty */
+
     uint64_t set_mask[2]; /* bit i: option i of the table was given */
     bool finalized;
 };

@@ -53,6 +53,15 @@ int om_parse_iso8601(const char *s, time_t *out);
 /* RFC 7231 IMF-fixdate ("Wed, 12 Oct 2009 17:50:00 GMT"). */
 int om_parse_http_date(const char *s, time_t *out);
 
+/* Run fn(arg) on a thread of its own and wait at most timeout_ms for it,
+ * calling progress(pud, elapsed_ms) once when it is still running after
+ * progress_ms (0 or progress NULL: never). Returns 0 when fn finished (its
+ * return value in *result, which may be NULL), -ETIMEDOUT when it did not:
+ * the thread then runs on, detached, with arg, which must stay valid for it
+ * (the process typically exits). -ENOMEM or -EAGAIN when no thread starts. */
+int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t progress_ms,
+                   void (*progress)(void *, uint64_t), void *pud, int *result);
+
 /* Monotonic clock in milliseconds and nanoseconds. */
 uint64_t om_now_ms(void);
 uint64_t om_now_ns(void);
