@@ -25,6 +25,8 @@ and for every mode the trigger and filters:
   or list that must be present), listener ("front", "gateway", "target").
 aistore options: set_faults(aistore={"etag_non_md5": True,
   "multipart_etag": "aws", "drop_content_md5": False}).
+set_faults(ignore_if_match=True): the plain proxy drops If-Match from GET
+and HEAD (and re-signs), like a store that ignores it.
 """
 
 import json

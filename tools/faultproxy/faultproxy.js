@@ -98,6 +98,9 @@ function defaultConfig() {
     reset: null, // { after_bytes, direction: response|request, rate|nth, ...filters }
     truncate: null, // { bytes | fraction, rate|nth, ...filters }
     short_put: null, // { bytes | fraction, rate|nth, ...filters }
+    // a store that ignores If-Match on GET and HEAD (the proxy drops it and
+    // re-signs): objmount must still never mix two versions in one read
+    ignore_if_match: false,
     aistore: {
       etag_non_md5: false, // single-PUT ETags become 40 hex digits
       multipart_etag: 'md5', // 'md5' (as s3rver) or 'aws' (md5 of part md5s -N)
@@ -150,6 +153,8 @@ class State {
         next.aistore = { ...defaultConfig().aistore, ...(replace ? {} : next.aistore), ...(value || {}) };
       } else if (name === 'seed') {
         next.seed = Number(value) || 0;
+      } else if (name === 'ignore_if_match') {
+        next.ignore_if_match = Boolean(value);
       } else if (MODES.includes(name)) {
         next[name] = value && typeof value === 'object' ? compileMode(name, value) : null;
         this.seen[name] = 0;
@@ -474,7 +479,13 @@ class Proxy {
         const sp = state.fires('short_put', ctx);
         if (sp) ctx.plan.shortPut = sp;
       }
-      if (listener === 'front') return this.forward(ctx, { resign: false });
+      if (listener === 'front') {
+        if (state.config.ignore_if_match && req.headers['if-match'] !== undefined &&
+            (ctx.method === 'GET' || ctx.method === 'HEAD')) {
+          return this.forward(ctx, { resign: true, keepHost: true, dropHeaders: ['if-match'] });
+        }
+        return this.forward(ctx, { resign: false });
+      }
       if (listener === 'gateway') return await this.gateway(ctx);
       return this.target(ctx);
     } catch (e) {
