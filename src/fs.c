@@ -94,6 +94,34 @@ static void fill_entry(struct om_fs *fs, const struct om_attr *a, struct fuse_en
     e->entry_timeout = fs->entry_timeout;
 }
 
+/* Metadata set while a file is open shows at once (as meta would show it
+ * once committed). */
+static void overlay_meta(struct om_fs *fs, const struct om_file_meta *m, struct om_attr *a)
+{
+    if (m->has_mode && !om_config_is_set(fs->cfg, "file_mode") &&
+        !om_config_is_set(fs->cfg, "umask"))
+        a->mode = (mode_t)(S_IFREG | (m->mode & 07777));
+    if (m->has_uid && !om_config_is_set(fs->cfg, "uid"))
+        a->uid = m->uid;
+    if (m->has_gid && !om_config_is_set(fs->cfg, "gid"))
+        a->gid = m->gid;
+}
+
+/* An open writer's size, mtime and pending metadata over meta's attributes
+ * of the same inode: what stat, lookup and readdirplus show while a file is
+ * open for writing (the stored object's attributes are older). */
+static void overlay_writer(struct om_fs *fs, struct om_attr *a)
+{
+    struct om_writer *w = a->ino ? om_writer_find(fs->writers, a->ino) : NULL;
+    if (!w)
+        return;
+    struct om_file_meta m;
+    om_writer_attr(w, &a->size, &a->mtime);
+    om_writer_get_meta(w, &m);
+    overlay_meta(fs, &m, a);
+    om_writer_release(w);
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct om_fs *fs = userdata;
@@ -126,6 +154,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (rc)
         return reply_error(req, rc);
+    overlay_writer(fs, &a);
     fill_entry(fs, &a, &e);
     fuse_reply_entry(req, &e);
 }
@@ -385,44 +414,25 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     op_flush(req, ino, fi);
 }
 
-/* Metadata set while a file is open shows at once (as meta would show it
- * once committed). */
-static void overlay_meta(struct om_fs *fs, const struct om_file_meta *m, struct om_attr *a)
-{
-    if (m->has_mode && !om_config_is_set(fs->cfg, "file_mode") &&
-        !om_config_is_set(fs->cfg, "umask"))
-        a->mode = (mode_t)(S_IFREG | (m->mode & 07777));
-    if (m->has_uid && !om_config_is_set(fs->cfg, "uid"))
-        a->uid = m->uid;
-    if (m->has_gid && !om_config_is_set(fs->cfg, "gid"))
-        a->gid = m->gid;
-}
-
 /* What stat shows: meta's attributes, with size, mtime and metadata from an
  * open writer. */
 static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
 {
     struct om_attr a;
-    struct om_writer *w = om_writer_find(fs->writers, ino);
-    int rc = 0;
-    if (w) {
-        /* pending inodes are not looked up remotely; others may refresh */
-        rc = om_meta_getattr(fs->meta, ino, &a);
-        if (rc == -ENOENT)
-            rc = 0; /* deleted behind the mount while we write it */
-        if (!rc) {
-            struct om_file_meta m;
-            om_writer_attr(w, &a.size, &a.mtime);
-            om_writer_get_meta(w, &m);
-            overlay_meta(fs, &m, &a);
+    int rc = om_meta_getattr(fs->meta, ino, &a);
+    if (rc == -ENOENT) {
+        /* deleted behind the mount while we write it: the writer's file */
+        struct om_writer *w = om_writer_find(fs->writers, ino);
+        if (w) {
+            rc = om_meta_getattr_cached(fs->meta, ino, &a);
+            om_writer_release(w);
         }
-        om_writer_release(w);
-    } else {
-        rc = om_meta_getattr(fs->meta, ino, &a);
     }
-    if (!rc)
-        om_attr_to_stat(&a, st);
-    return rc;
+    if (rc)
+        return rc;
+    overlay_writer(fs, &a);
+    om_attr_to_stat(&a, st);
+    return 0;
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -684,8 +694,14 @@ static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t n
     size_t room = b->size - b->used;
     size_t n;
     if (b->plus) {
+        /* a file open for writing gets no attributes here: the kernel looks
+         * it up and the lookup shows the writer's size (readdir runs under
+         * meta's lock, which must not wait for a writer's) */
+        struct om_attr shown = *a;
+        if (a->ino && om_writer_is_open(b->fs->writers, a->ino))
+            shown.ino = 0;
         struct fuse_entry_param e;
-        fill_entry(b->fs, a, &e);
+        fill_entry(b->fs, &shown, &e);
         n = fuse_add_direntry_plus(b->req, b->buf + b->used, room, name, &e, next);
     } else {
         struct stat st;

@@ -564,6 +564,17 @@ int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
     return rc;
 }
 
+int om_meta_getattr_cached(struct om_meta *m, uint64_t ino, struct om_attr *out)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    int rc = i ? 0 : -ESTALE;
+    if (i)
+        mi_fill_attr(m, i, out);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
                  struct om_attr *out, bool *keep_cache)
 {

@@ -83,6 +83,8 @@ void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n);
 /* Attributes of ino, refreshed with a HEAD when older than attr_timeout.
  * -ENOENT when the object is gone, -ESTALE for an unknown ino. */
 int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out);
+/* The attributes meta holds for ino, without asking the server. */
+int om_meta_getattr_cached(struct om_meta *m, uint64_t ino, struct om_attr *out);
 
 /* The attributes of file ino are no longer to be trusted (a read found
  * another version): the next getattr or open asks the server. */
