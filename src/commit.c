@@ -34,6 +34,7 @@ void wi_abort_upload(struct om_writer *w)
         pthread_cond_wait(&w->cond, &w->lock);
     char *id = w->upload_id;
     w->upload_id = NULL;
+    w->upload_seq++;
     for (int i = 0; i < w->nparts; i++) {
         w->parts[i]->state = P_IDLE;
         w->parts[i]->failures = 0;
@@ -207,8 +208,10 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     return verify(w, size, md5, NULL, etag);
 }
 
-/* One attempt at a multipart upload. Caller holds w->lock. */
-static int multipart_once(struct om_writer *w, uint64_t size, char *etag)
+/* One attempt at a multipart upload of the file as it is now (*size: the
+ * size stored). -EAGAIN when the file shrank to one part meanwhile (a PUT
+ * then). Caller holds w->lock. */
+static int multipart_once(struct om_writer *w, uint64_t *size, char *etag)
 {
 again:
     if (w->upload_id && w->upload_meta_version != w->meta_version) {
@@ -228,13 +231,15 @@ again:
             struct part *p = w->parts[i];
             if (p->len == 0)
                 continue;
-            if (p->state == P_DONE && p->gen != p->up_gen)
-                p->state = P_IDLE;
+            if (p->state == P_DONE && (p->gen != p->up_gen || p->up_seq != w->upload_seq))
+                p->state = P_IDLE; /* changed since, or stored in an upload that is gone */
             if (p->state == P_IDLE && p->failures <= PART_RETRIES)
                 p->state = P_QUEUED;
             queued |= p->state == P_QUEUED;
             all_done &= p->state == P_DONE;
         }
+        if (w->size <= w->ws->cfg.part_size)
+            return -EAGAIN; /* truncated while we waited: one PUT now */
         if (all_done && !w->working && w->inflight == 0)
             break;
         if (w->part_failed && !w->working && w->inflight == 0)
@@ -266,6 +271,7 @@ again:
         k++;
     }
     char *id = strdup(w->upload_id);
+    *size = w->size; /* what the parts hold: they cover [0, size) */
     pthread_mutex_unlock(&w->lock);
     char mp[OM_ETAG_MAX], done_etag[OM_ETAG_MAX];
     om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, n, mp);
@@ -281,14 +287,14 @@ again:
     } else {
         /* completed: nothing to abort any more, and its parts belong to the
          * object now; a later commit starts an upload of its own, where
-         * every part goes out again */
+         * every part goes out again (parts done in this upload no longer
+         * count, see up_seq) */
         pthread_mutex_lock(&w->lock);
         free(w->upload_id);
         w->upload_id = NULL;
-        for (int i = 0; i < w->nparts; i++)
-            w->parts[i]->state = P_IDLE;
+        w->upload_seq++;
         pthread_mutex_unlock(&w->lock);
-        rc = verify(w, size, NULL, mp, etag);
+        rc = verify(w, *size, NULL, mp, etag);
     }
     pthread_mutex_lock(&w->lock);
     return rc;
@@ -370,9 +376,11 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     ws->st.commits_in_flight++;
     pthread_mutex_unlock(&ws->lock);
     uint64_t size = w->size;
+    uint64_t changes = w->changes; /* later writes keep the writer dirty */
     char etag[OM_ETAG_MAX] = "";
     uint64_t delay = ws->cfg.upload_retry_ms;
     for (int attempt = 0;; attempt++) {
+        size = w->size; /* the file as it is now: a write may come in between */
         if (size <= ws->cfg.part_size) {
             struct om_file_meta m = w->meta;
             pthread_mutex_unlock(&w->lock);
@@ -381,7 +389,11 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
             rc = put_once(w, size, &m, etag);
             pthread_mutex_lock(&w->lock);
         } else {
-            rc = multipart_once(w, size, etag);
+            rc = multipart_once(w, &size, etag);
+            if (rc == -EAGAIN) {
+                attempt--; /* not a failure: the file became small */
+                continue;
+            }
         }
         if (rc == 0 || attempt >= ws->cfg.upload_retries)
             break;
@@ -414,7 +426,7 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         w->failed_changes = w->changes;
         rc = -EIO;
     } else {
-        w->dirty = false;
+        w->dirty = w->changes != changes;
         w->committed = true;
         w->last.stored = true;
         w->last.size = size;

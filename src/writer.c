@@ -397,6 +397,7 @@ static int ensure_upload(struct om_writer *w)
     } else {
         free(w->upload_id);
         w->upload_id = id;
+        w->upload_seq++;
         w->upload_meta_version = version;
         wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
     }
@@ -492,6 +493,7 @@ static void work_on(struct om_writer *w)
         };
         memcpy(p->put.md5, p->md5, OM_MD5_LEN);
         p->state = P_UPLOADING;
+        p->up_seq = w->upload_seq;
         w->inflight++;
         if (om_s3_part_submit(ws->s3, &p->put) != 0) {
             w->inflight--;
@@ -640,6 +642,16 @@ struct om_writer *om_writer_find(struct om_writers *ws, uint64_t ino)
         w->refs++;
     pthread_mutex_unlock(&ws->lock);
     return w;
+}
+
+bool om_writer_is_open(struct om_writers *ws, uint64_t ino)
+{
+    if (!ws)
+        return false;
+    pthread_mutex_lock(&ws->lock);
+    bool open = table_get(ws, ino) != NULL;
+    pthread_mutex_unlock(&ws->lock);
+    return open;
 }
 
 void om_writer_release(struct om_writer *w)

@@ -27,6 +27,7 @@ struct part {
     uint64_t off, len;
     enum part_state state;
     uint32_t gen, up_gen;
+    uint32_t up_seq; /* the upload (w->upload_seq) it went into */
     int failures;
     unsigned char md5[OM_MD5_LEN];
     char etag[OM_ETAG_MAX];
@@ -63,6 +64,7 @@ struct om_writer {
     struct part **parts;
     int nparts, cap;
     char *upload_id;
+    uint32_t upload_seq; /* changes whenever upload_id does */
     uint32_t meta_version, upload_meta_version;
     struct om_file_meta meta;
     /* MD5 of [0, md5_upto), fed part by part while parts go out in order */

@@ -92,6 +92,8 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
 /* The writer of ino if one is open (counted), or NULL (also when ws is
  * NULL: a read-only mount). */
 struct om_writer *om_writer_find(struct om_writers *ws, uint64_t ino);
+/* Is ino open for writing? Takes no reference (safe under other locks). */
+bool om_writer_is_open(struct om_writers *ws, uint64_t ino);
 /* Drop one count; the last one deletes the staging file. */
 void om_writer_release(struct om_writer *w);
 
