@@ -51,9 +51,13 @@ def test_meson_install_puts_programs_and_pages_in_place(tmp_path):
     for page in PAGES:
         paths = found.get(page, [])
         assert len(paths) == 1 and paths[0].endswith("/man8/" + page), (page, paths)
-    # the installed helper runs the installed daemon (they sit side by side)
+    # the daemon and objmountctl in bin, the helper in sbin where mount(8) looks,
+    # and the installed helper runs the installed daemon
     helper, daemon = found["mount.objmount"][0], found["objmount"][0]
-    assert os.path.dirname(helper) == os.path.dirname(daemon), (helper, daemon)
+    assert helper.endswith("/sbin/mount.objmount"), helper
+    assert daemon.endswith("/bin/objmount") and not daemon.endswith("/sbin/objmount"), daemon
+    assert found["objmountctl"][0].endswith("/bin/objmountctl"), found["objmountctl"]
+    assert os.path.dirname(os.path.dirname(helper)) == os.path.dirname(os.path.dirname(daemon))
     r = subprocess.run([helper, "b", str(tmp_path), "-f", "-o", "ro"], capture_output=True,
                        text=True, env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
