@@ -23,8 +23,8 @@ int om_notify(const char *state)
     memcpy(a.sun_path, path, len);
     if (path[0] == '@')
         a.sun_path[0] = '\0'; /* abstract namespace: no terminating NUL */
-    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
-                                 (path[0] == '@' ? 0 : 1));
+    socklen_t alen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (path[0] == '@' ? 0 : 1));
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;

@@ -287,8 +287,7 @@ static void json_head(struct om_json *j, const struct om_stats_sources *s)
     om_json_i64(j, "uptime_s", (int64_t)(time(NULL) - s->started));
 }
 
-static int status_json(const struct om_stats_sources *s, const struct snapshot *n,
-                       struct om_buf *b)
+static int status_json(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
 {
     char last[512] = "";
     time_t when = 0;
@@ -318,8 +317,7 @@ static void json_ms(struct om_json *j, const char *key, uint64_t us)
     om_json_double(j, key, (double)us / 1000.0);
 }
 
-static int stats_json(const struct om_stats_sources *s, const struct snapshot *n,
-                      struct om_buf *b)
+static int stats_json(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
 {
     struct om_json j;
     om_json_init(&j, b);

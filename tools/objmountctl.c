@@ -265,9 +265,8 @@ static int cmd_stats(const char *point, bool prometheus, bool json, int watch)
     signal(SIGINT, on_sigint);
     for (;;) {
         char *reply = NULL;
-        int rc = om_ctl_request(m.point, m.owner,
-                                json ? "stats json" : prometheus ? "stats prometheus" : "stats",
-                                &reply, 10);
+        const char *what = prometheus ? "stats prometheus" : "stats";
+        int rc = om_ctl_request(m.point, m.owner, json ? "stats json" : what, &reply, 10);
         if (rc)
             return fail("%s: the daemon does not answer (%s)", m.point, strerror(-rc));
         if (json && reply[0] != '{') {

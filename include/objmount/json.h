@@ -30,7 +30,8 @@ struct om_json {
 void om_json_init(struct om_json *j, struct om_buf *b);
 void om_json_object(struct om_json *j, const char *key);
 void om_json_array(struct om_json *j, const char *key);
-void om_json_end(struct om_json *j, char close); /* close is '}' or ']' */
+/* Close the innermost object ('}') or array (']'). */
+void om_json_end(struct om_json *j, char close);
 void om_json_str(struct om_json *j, const char *key, const char *v); /* NULL: null */
 void om_json_u64(struct om_json *j, const char *key, uint64_t v);
 void om_json_i64(struct om_json *j, const char *key, int64_t v);
