@@ -143,7 +143,9 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
     for want in ("Type=notify", "After=network-online.target", "Wants=network-online.target",
-                 "EnvironmentFile=/etc/objmount/%i.conf", "ExecStop="):
+                 "EnvironmentFile=/etc/objmount/%i.conf", "ExecStop=", "Restart=on-failure",
+                 # mkdir -p fails on a dead mount point: that must not stop the restart
+                 "ExecStartPre=-/bin/mkdir -p ${MOUNTPOINT}"):
         assert want in text
     stop = int(text.split("TimeoutStopSec=")[1].split()[0])
     drain = int(text.split("--timeout ")[1].split()[0])
