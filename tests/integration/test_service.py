@@ -5,10 +5,12 @@ systemd-analyze verify accepts."""
 
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import textwrap
 import time
 
 import pytest
@@ -150,3 +152,92 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     stop = int(text.split("TimeoutStopSec=")[1].split()[0])
     drain = int(text.split("--timeout ")[1].split()[0])
     assert stop > drain + 60, "TimeoutStopSec leaves no room for drain + stop_timeout (60 s)"
+
+
+def unit_commands(conf):
+    """The unit's ExecStartPre/ExecStart/ExecStop with ${VAR} from the
+    environment file conf expanded the way systemd does for ${VAR} (one
+    word) and the programs pointed at the build: [(key, ignore_failure,
+    argv)]. (PID 1 is not systemd here, so the test plays its part.)"""
+    env = {}
+    for ln in conf.splitlines():
+        if ln.strip() and not ln.lstrip().startswith("#"):
+            k, _, v = ln.partition("=")
+            env[k.strip()] = v.strip()
+    text = open(UNIT_IN).read()
+    text = text.replace("@BINDIR@/objmountctl", tool("objmountctl"))
+    text = text.replace("@BINDIR@/objmount", os.path.join(BUILD_DIR, "objmount"))
+    out = []
+    for ln in text.splitlines():
+        key, _, cmd = ln.partition("=")
+        if key in ("ExecStartPre", "ExecStart", "ExecStop"):
+            ignore = cmd.startswith("-")
+            argv = [re.sub(r"\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), w)
+                    for w in cmd.lstrip("-").split()]
+            out.append((key, ignore, argv))
+    return env, out
+
+
+def test_unit_lifecycle_start_crash_restart_stop(s3server, s3client, bucket, tmp_path):
+    """What systemd does with objmount@NAME: ExecStartPre, ExecStart with
+    $NOTIFY_SOCKET until READY=1, a crash (SIGKILL) and the restart on the
+    dead mount point, then ExecStop: commits done, unmounted, the daemon
+    gone with status 0 by itself."""
+    mnt = tmp_path / "not-yet" / "mnt"
+    conf = textwrap.dedent("""\
+        # /etc/objmount/test.conf
+        SOURCE={bucket}
+        MOUNTPOINT={mnt}
+        OPTIONS=endpoint={ep},cache_dir={cache},retry_base=0.02,retry_max=0.2
+        AWS_ACCESS_KEY_ID={ak}
+        AWS_SECRET_ACCESS_KEY={sk}
+        """).format(bucket=bucket, mnt=mnt, ep=s3server.endpoint, cache=tmp_path / "cache",
+                    ak=s3server.access_key, sk=s3server.secret_key)
+    env, cmds = unit_commands(conf)
+    by_key = {k: (ig, argv) for k, ig, argv in cmds}
+    assert set(by_key) == {"ExecStartPre", "ExecStart", "ExecStop"}, cmds
+    ns = NotifySocket(tmp_path)
+    base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NOTIFY_SOCKET": ns.env}
+    base.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+    procs = []
+
+    def start():
+        ignore, argv = by_key["ExecStartPre"]
+        r = subprocess.run(argv, env=base, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 or ignore, r.stderr
+        ns.messages.clear()
+        _, argv = by_key["ExecStart"]
+        p = subprocess.Popen(argv, env=base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        procs.append(p)
+        ns.wait_for("READY=1", timeout=30)
+        assert is_mounted(str(mnt)), "READY=1 before the mount"
+        return p
+
+    try:
+        first = start()
+        with open(mnt / "a.txt", "wb") as f:
+            f.write(b"first\n")
+        os.kill(first.pid, signal.SIGKILL)  # Restart=on-failure starts it again
+        first.wait(10)
+        second = start()
+        assert open(mnt / "a.txt", "rb").read() == b"first\n"
+        with open(mnt / "b.txt", "wb") as f:
+            f.write(b"second\n" * 1000)
+        _, argv = by_key["ExecStop"]
+        r = subprocess.run(argv, env=base, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert second.wait(60) == 0, second.stdout.read()
+        assert not is_mounted(str(mnt))
+        ns.wait_for("STOPPING=1")
+        assert "detached the mount of an objmount daemon that is gone" in second.stdout.read()
+        got = s3client.get_object(Bucket=bucket, Key="b.txt")["Body"].read()
+        assert got == b"second\n" * 1000
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        if is_mounted(str(mnt)):
+            subprocess.run(["umount", "-l", str(mnt)])
+        ns.close()
