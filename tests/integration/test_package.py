@@ -79,7 +79,8 @@ def test_package_contents_and_dependencies(deb):
                  "/usr/share/man/man8/mount.objmount.8.gz",
                  "/usr/share/bash-completion/completions/objmountctl",
                  "/lib/systemd/system/objmount@.service",
-                 "/usr/share/doc/objmount/copyright"):
+                 "/usr/share/doc/objmount/copyright",
+                 "/usr/share/doc/objmount/json.md.gz", "/usr/share/doc/objmount/install.md.gz"):
         assert want in paths, "%s not in the package:\n%s" % (want, files)
     assert "/usr/sbin/objmount" not in paths
     deps = [d.strip().split()[0] for d in dpkg_field(deb, "Depends").split(",")]
