@@ -86,6 +86,10 @@ static void answer(struct om_ctl *c, int fd)
         rc = om_stats_render(c->src, OM_STATS_TEXT, &out);
     } else if (strcmp(cmd, "stats prometheus") == 0) {
         rc = om_stats_render(c->src, OM_STATS_PROMETHEUS, &out);
+    } else if (strcmp(cmd, "status json") == 0) {
+        rc = om_stats_render(c->src, OM_STATS_STATUS_JSON, &out);
+    } else if (strcmp(cmd, "stats json") == 0) {
+        rc = om_stats_render(c->src, OM_STATS_JSON, &out);
     } else if (strncmp(cmd, "drain ", 6) == 0) {
         /* wait until no commit is under way, up to the timeout */
         int timeout = atoi(cmd + 6);

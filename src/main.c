@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include "objmount/ctl.h"
 #include "objmount/fs.h"
 #include "objmount/log.h"
+#include "objmount/notify.h"
 #include "objmount/util.h"
 
 static const char usage[] =
@@ -75,6 +78,7 @@ static void fail_line(const char *fmt, ...)
         report_fd = -1;
     }
     fprintf(stderr, "objmount: %s\n", msg);
+    om_notifyf("STATUS=%s", msg); /* systemctl status shows why */
 }
 
 static void report_ready(void)
@@ -156,6 +160,8 @@ static int probe_run(void *p)
 static void probe_progress(void *p, uint64_t elapsed_ms)
 {
     struct probe *pr = p;
+    om_notifyf("STATUS=waiting for %s to answer (%.0f s so far)", pr->cfg->endpoint,
+               (double)elapsed_ms / 1000.0);
     fprintf(stderr,
             "objmount: waiting for %s to answer a listing of bucket '%s' (%.0f s so far, at "
             "most %.0f s; -o mount_timeout=)\n",
@@ -257,6 +263,56 @@ static bool dir_empty(const char *path)
     return empty;
 }
 
+/* A mount point left behind by an objmount daemon that died: stat says
+ * "Transport endpoint is not connected". Detach it (a lazy unmount) so that
+ * a restarted daemon (systemd's Restart=, mount -a again) mounts there
+ * again, with a log line. Nothing else is touched. */
+static void detach_dead_mount(const char *arg)
+{
+    struct stat st;
+    if (stat(arg, &st) == 0 || errno != ENOTCONN)
+        return;
+    /* the dead mount point itself cannot be resolved: its parent can */
+    char copy[PATH_MAX], parent[PATH_MAX], path[PATH_MAX], type[64];
+    om_strlcpy(copy, arg, sizeof(copy));
+    size_t len = strlen(copy);
+    while (len > 1 && copy[len - 1] == '/')
+        copy[--len] = '\0';
+    char *slash = strrchr(copy, '/');
+    const char *base = slash ? slash + 1 : copy;
+    if (slash)
+        *slash = '\0';
+    if (!realpath(slash ? (copy[0] ? copy : "/") : ".", parent))
+        return;
+    int n = snprintf(path, sizeof(path), "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", base);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return;
+    mounted_at(path, type, sizeof(type), NULL, 0);
+    if (strcmp(type, "fuse.objmount") != 0)
+        return; /* not ours: check_mountpoint says what it is */
+    int rc = -1;
+    if (geteuid() == 0) {
+        rc = umount2(path, MNT_DETACH);
+    } else {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("fusermount3", "fusermount3", "-u", "-z", path, (char *)NULL);
+            _exit(127);
+        }
+        int ws;
+        if (pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws))
+            rc = WEXITSTATUS(ws);
+    }
+    if (rc == 0)
+        om_warn("%s: detached the mount of an objmount daemon that is gone (transport endpoint "
+                "not connected); mounting again",
+                path);
+    else
+        om_warn("%s: the mount of an objmount daemon that is gone is left there and cannot be "
+                "detached: umount -l %s",
+                path, path);
+}
+
 /* Refuse what s3fs-fuse refuses: a mount point that is already a mount
  * (an automount point of systemd's, autofs, is fine: mounting over it is
  * what it waits for), and one that is not empty without -o nonempty. */
@@ -311,6 +367,7 @@ static void *stop_watch_main(void *p)
     bool exited = !sw->done;
     pthread_mutex_unlock(&sw->lock);
     if (exited) {
+        om_notify("STOPPING=1\nSTATUS=stopping: uploads under way finish first");
         om_info("stopping: uploads under way finish first");
         om_fs_stopping(sw->fs, sw->timeout_ms);
     }
@@ -400,6 +457,7 @@ int main(int argc, char **argv)
     }
     char mnt[PATH_MAX];
     struct stat st;
+    detach_dead_mount(pos[1]);
     if (!realpath(pos[1], mnt) || stat(mnt, &st) != 0) {
         fprintf(stderr, "objmount: mount point %s: %s\n", pos[1], strerror(errno));
         return 1;
@@ -497,6 +555,8 @@ int main(int argc, char **argv)
     raise_readahead(cfg.mountpoint, cfg.max_readahead);
     om_info("mounted %s%s%s on %s (endpoint %s)", cfg.bucket, cfg.prefix[0] ? ":" : "",
             cfg.prefix, cfg.mountpoint, cfg.endpoint);
+    om_notifyf("READY=1\nSTATUS=mounted %s%s%s on %s", cfg.bucket, cfg.prefix[0] ? ":" : "",
+               cfg.prefix, cfg.mountpoint);
     if (!cfg.foreground) {
         om_log_init("objmount", cfg.log_level, true);
         if (chdir("/") != 0)
@@ -522,6 +582,7 @@ int main(int argc, char **argv)
         pthread_join(sw.thread, NULL);
 
     om_info("unmounting %s", cfg.mountpoint);
+    om_notify("STOPPING=1\nSTATUS=unmounting");
     om_ctl_stop(ctl);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);

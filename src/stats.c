@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "objmount/json.h"
 #include "objmount/log.h"
 
 int om_stats_recovery_count(const char *cache_dir)
@@ -274,6 +275,142 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
     return rc;
 }
 
+/* ---- JSON (doc/json.md: add fields, never rename or remove them) ---- */
+
+static void json_head(struct om_json *j, const struct om_stats_sources *s)
+{
+    om_json_str(j, "mountpoint", s->mountpoint);
+    om_json_str(j, "bucket", s->bucket);
+    om_json_str(j, "prefix", s->prefix);
+    om_json_str(j, "endpoint", s->endpoint);
+    om_json_i64(j, "pid", (int64_t)getpid());
+    om_json_i64(j, "uptime_s", (int64_t)(time(NULL) - s->started));
+}
+
+static int status_json(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
+{
+    char last[512] = "";
+    time_t when = 0;
+    om_log_last_problem(last, sizeof(last), &when);
+    struct om_json j;
+    om_json_init(&j, b);
+    om_json_object(&j, NULL);
+    json_head(&j, s);
+    om_json_bool(&j, "answering", true);
+    om_json_u64(&j, "open_files", n->rd.open_readers + n->wr.open_writers);
+    om_json_u64(&j, "open_writers", n->wr.open_writers);
+    om_json_u64(&j, "commits_in_flight", n->wr.commits_in_flight);
+    om_json_i64(&j, "recovery_files", n->recovery);
+    om_json_str(&j, "cache_dir", s->cache_dir);
+    om_json_bool(&j, "read_only", s->writers == NULL);
+    om_json_str(&j, "last_error", last[0] ? last : NULL);
+    if (when)
+        om_json_i64(&j, "last_error_time", (int64_t)when);
+    else
+        om_json_str(&j, "last_error_time", NULL);
+    om_json_end(&j, '}');
+    return j.rc ? j.rc : om_buf_puts(b, "\n");
+}
+
+static void json_ms(struct om_json *j, const char *key, uint64_t us)
+{
+    om_json_double(j, key, (double)us / 1000.0);
+}
+
+static int stats_json(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
+{
+    struct om_json j;
+    om_json_init(&j, b);
+    om_json_object(&j, NULL);
+    json_head(&j, s);
+    om_json_object(&j, "requests");
+    om_json_u64(&j, "total", n->http.requests);
+    om_json_u64(&j, "attempts", n->http.attempts);
+    om_json_u64(&j, "retries", n->http.retries);
+    om_json_u64(&j, "redirects", n->http.redirects);
+    om_json_u64(&j, "failures", n->http.failures);
+    om_json_u64(&j, "cancelled", n->http.cancelled);
+    om_json_u64(&j, "short_bodies", n->http.short_bodies);
+    om_json_u64(&j, "received_bytes", n->http.bytes_in);
+    om_json_u64(&j, "sent_bytes", n->http.bytes_out);
+    om_json_u64(&j, "connections_opened", n->http.connections);
+    om_json_end(&j, '}');
+    om_json_array(&j, "operations");
+    for (int i = 0; i < n->nops; i++) {
+        const struct om_http_op_stats *o = &n->ops[i];
+        om_json_object(&j, NULL);
+        om_json_str(&j, "op", o->op);
+        om_json_u64(&j, "requests", o->requests);
+        om_json_u64(&j, "failures", o->failures);
+        om_json_u64(&j, "retries", o->retries);
+        om_json_u64(&j, "redirects", o->redirects);
+        om_json_u64(&j, "received_bytes", o->bytes_in);
+        om_json_u64(&j, "sent_bytes", o->bytes_out);
+        json_ms(&j, "latency_p50_ms", om_http_latency_quantile_us(o, 0.5));
+        json_ms(&j, "latency_p90_ms", om_http_latency_quantile_us(o, 0.9));
+        json_ms(&j, "latency_p99_ms", om_http_latency_quantile_us(o, 0.99));
+        json_ms(&j, "latency_sum_ms", o->latency_sum_us);
+        om_json_end(&j, '}');
+    }
+    om_json_end(&j, ']');
+    om_json_object(&j, "metadata");
+    om_json_u64(&j, "inodes", n->meta.inodes);
+    om_json_u64(&j, "lookups", n->meta.lookups);
+    om_json_u64(&j, "lookups_cached", n->meta.lookups_cached);
+    om_json_u64(&j, "lookups_negative", n->meta.lookups_negative);
+    om_json_u64(&j, "getattrs", n->meta.getattrs);
+    om_json_u64(&j, "getattrs_cached", n->meta.getattrs_cached);
+    om_json_u64(&j, "list_pages", n->meta.list_pages);
+    om_json_u64(&j, "list_entries", n->meta.list_entries);
+    om_json_u64(&j, "skipped_names", n->meta.skipped_names);
+    om_json_u64(&j, "walk_listings", n->meta.walk_listings);
+    om_json_u64(&j, "walk_listings_used", n->meta.walk_listings_used);
+    om_json_end(&j, '}');
+    om_json_object(&j, "reads");
+    om_json_u64(&j, "reads", n->rd.reads);
+    om_json_u64(&j, "read_bytes", n->rd.read_bytes);
+    om_json_u64(&j, "hits", n->rd.hits);
+    om_json_u64(&j, "gets", n->rd.gets);
+    om_json_u64(&j, "get_bytes", n->rd.get_bytes);
+    om_json_u64(&j, "prefetch_gets", n->rd.prefetch_gets);
+    om_json_u64(&j, "get_errors", n->rd.get_errors);
+    om_json_u64(&j, "memory_waits", n->rd.waits);
+    om_json_u64(&j, "evictions", n->rd.evictions);
+    om_json_u64(&j, "open_readers", n->rd.open_readers);
+    om_json_u64(&j, "lookup_whole_gets", n->rd.lookup_gets);
+    om_json_u64(&j, "lookup_whole_gets_opened", n->rd.lookup_get_hits);
+    om_json_u64(&j, "lookup_heads", n->rd.lookup_heads);
+    om_json_end(&j, '}');
+    om_json_object(&j, "memory");
+    om_json_u64(&j, "read_buffer_bytes", n->rd.memory_used);
+    om_json_u64(&j, "read_buffer_peak_bytes", n->rd.memory_peak);
+    om_json_u64(&j, "read_buffer_limit_bytes", n->rd.memory_limit);
+    om_json_u64(&j, "resident_bytes", n->rss);
+    om_json_end(&j, '}');
+    if (!s->writers) {
+        om_json_str(&j, "writes", NULL);
+    } else {
+        om_json_object(&j, "writes");
+        om_json_u64(&j, "open_writers", n->wr.open_writers);
+        om_json_u64(&j, "commits", n->wr.commits);
+        om_json_u64(&j, "commit_failures", n->wr.commit_failures);
+        om_json_u64(&j, "commits_in_flight", n->wr.commits_in_flight);
+        om_json_u64(&j, "upload_retries", n->wr.upload_retries);
+        om_json_u64(&j, "part_uploads", n->wr.part_uploads);
+        om_json_u64(&j, "part_retries", n->wr.part_retries);
+        om_json_u64(&j, "uploaded_bytes", n->wr.bytes_uploaded);
+        om_json_u64(&j, "verified_md5", n->wr.verified_md5);
+        om_json_u64(&j, "verified_multipart", n->wr.verified_multipart);
+        om_json_u64(&j, "verified_size_only", n->wr.verified_size_only);
+        om_json_u64(&j, "verified_read", n->wr.verified_read);
+        om_json_u64(&j, "recovered", n->wr.recovered);
+        om_json_end(&j, '}');
+    }
+    om_json_i64(&j, "recovery_files", n->recovery);
+    om_json_end(&j, '}');
+    return j.rc ? j.rc : om_buf_puts(b, "\n");
+}
+
 int om_stats_render(const struct om_stats_sources *s, enum om_stats_format f, struct om_buf *out)
 {
     struct snapshot n;
@@ -283,6 +420,10 @@ int om_stats_render(const struct om_stats_sources *s, enum om_stats_format f, st
         return status(s, &n, out);
     case OM_STATS_PROMETHEUS:
         return prometheus(&n, out);
+    case OM_STATS_STATUS_JSON:
+        return status_json(s, &n, out);
+    case OM_STATS_JSON:
+        return stats_json(s, &n, out);
     default:
         return text(s, &n, out);
     }

@@ -17,7 +17,8 @@ build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl
 # Tests: the S3 server runs on Node.js; data is seeded and checked with boto3;
 # tree tools and s3fs-fuse check compatibility; the loaders are Debian's.
 test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc rsync git s3fs
-           python3-pil python3-numpy python3-h5py python3-torch python3-torchvision)
+           python3-pil python3-numpy python3-h5py python3-torch python3-torchvision
+           dpkg-dev debhelper lintian systemd man-db)  # the Debian package test
 # Benchmarks: the peers and the tools that measure them.
 bench_pkgs=(rclone fio python3-matplotlib)
 

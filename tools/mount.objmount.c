@@ -43,7 +43,8 @@ static int append(char *out, size_t n, const char *opt)
 }
 
 /* The daemon: $OBJMOUNT_BIN, next to this helper (or one level up, in a
- * build tree), the usual sbin and bin directories, or PATH. */
+ * build tree), in ../bin (installed: /usr/sbin/mount.objmount runs
+ * /usr/bin/objmount), the usual sbin and bin directories, or PATH. */
 static const char *daemon_path(char *buf, size_t n)
 {
     const char *env = getenv("OBJMOUNT_BIN");
@@ -59,6 +60,10 @@ static const char *daemon_path(char *buf, size_t n)
             return buf;
         snprintf(buf, n, "%s/../objmount", dir); /* a meson build tree: build/tools/.. */
         if (access(buf, X_OK) == 0)
+            return buf;
+        char up[PATH_MAX]; /* installed: PREFIX/sbin -> PREFIX/bin */
+        snprintf(up, sizeof(up), "%s/../bin/objmount", dir);
+        if (n >= PATH_MAX && access(up, X_OK) == 0 && realpath(up, buf))
             return buf;
     }
     static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin",

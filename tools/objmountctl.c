@@ -1,7 +1,8 @@
 /* objmountctl: the admin command of objmount.
  *
- *   objmountctl status
- *   objmountctl stats MOUNTPOINT [--watch [SECONDS]] [--prometheus]
+ *   objmountctl status [--json]
+ *   objmountctl stats MOUNTPOINT [--watch [SECONDS]] [--prometheus|--json]
+ *   objmountctl stats --json                 (every mount)
  *   objmountctl unmount MOUNTPOINT [--timeout SECONDS]
  *   objmountctl uploads list|abort BUCKET [--older-than DURATION] [-o OPTIONS]
  *   objmountctl recover list|push|drop [ID...|--all] [--force] [-o OPTIONS]
@@ -27,6 +28,7 @@
 
 #include "objmount/client.h"
 #include "objmount/ctl.h"
+#include "objmount/json.h"
 #include "objmount/log.h"
 #include "objmount/sidecar.h"
 #include "objmount/url.h"
@@ -36,9 +38,10 @@
 static const char usage[] =
     "usage: objmountctl COMMAND [ARGS]\n"
     "\n"
-    "  status                                  every objmount mount on this machine\n"
-    "  stats MOUNTPOINT [--watch [S]] [--prometheus]\n"
+    "  status [--json]                         every objmount mount on this machine\n"
+    "  stats MOUNTPOINT [--watch [S]] [--prometheus|--json]\n"
     "                                          requests, bytes, retries, caches, latency\n"
+    "  stats --json                            the same for every mount, as a JSON array\n"
     "  unmount MOUNTPOINT [--timeout S]        wait for pending commits, then unmount\n"
     "  uploads list BUCKET [--older-than D]    multipart uploads in progress\n"
     "  uploads abort BUCKET [--older-than D] [--key K --upload-id ID]\n"
@@ -203,6 +206,50 @@ static int cmd_status(void)
     return status;
 }
 
+/* --json: a JSON array with one object per mount (doc/json.md): the
+ * daemon's answer to command ("status json" or "stats json"), or for a
+ * daemon that does not answer {"mountpoint", "source", "answering": false,
+ * "error"}. Exits 1 when some daemon did not answer, as the text does. */
+static int cmd_json_all(const char *command)
+{
+    struct mount_entry mounts[256];
+    int n = find_mounts(mounts, 256);
+    struct om_buf out = {0};
+    struct om_json j;
+    om_json_init(&j, &out);
+    om_json_array(&j, NULL);
+    int status = 0;
+    for (int i = 0; i < n && !j.rc; i++) {
+        char *reply = NULL;
+        int rc = om_ctl_request(mounts[i].point, mounts[i].owner, command, &reply, 5);
+        if (!rc && reply[0] != '{') {
+            rc = -EPROTO; /* an objmount that does not know JSON yet */
+            free(reply);
+        }
+        if (rc) {
+            om_json_object(&j, NULL);
+            om_json_str(&j, "mountpoint", mounts[i].point);
+            om_json_str(&j, "source", mounts[i].source);
+            om_json_bool(&j, "answering", false);
+            om_json_str(&j, "error", strerror(-rc));
+            om_json_end(&j, '}');
+            status = 1;
+            continue;
+        }
+        reply[strcspn(reply, "\n")] = '\0';
+        om_json_raw(&j, NULL, reply);
+        free(reply);
+    }
+    om_json_end(&j, ']');
+    if (j.rc || om_buf_puts(&out, "\n")) {
+        om_buf_free(&out);
+        return fail("out of memory");
+    }
+    fputs(out.data, stdout);
+    om_buf_free(&out);
+    return status;
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int s)
 {
@@ -210,7 +257,7 @@ static void on_sigint(int s)
     interrupted = 1;
 }
 
-static int cmd_stats(const char *point, bool prometheus, int watch)
+static int cmd_stats(const char *point, bool prometheus, bool json, int watch)
 {
     struct mount_entry m;
     if (!lookup_mount(point, &m))
@@ -218,11 +265,15 @@ static int cmd_stats(const char *point, bool prometheus, int watch)
     signal(SIGINT, on_sigint);
     for (;;) {
         char *reply = NULL;
-        int rc = om_ctl_request(m.point, m.owner, prometheus ? "stats prometheus" : "stats", &reply,
-                                10);
+        const char *what = prometheus ? "stats prometheus" : "stats";
+        int rc = om_ctl_request(m.point, m.owner, json ? "stats json" : what, &reply, 10);
         if (rc)
             return fail("%s: the daemon does not answer (%s)", m.point, strerror(-rc));
-        if (watch)
+        if (json && reply[0] != '{') {
+            free(reply);
+            return fail("%s: the daemon does not answer in JSON (an older objmount?)", m.point);
+        }
+        if (watch && !json) /* --json --watch: one line per interval */
             printf("\033[H\033[2J");
         fputs(reply, stdout);
         fflush(stdout);
@@ -737,7 +788,7 @@ int main(int argc, char **argv)
     char err[512];
     char *pos[64];
     int npos = 0;
-    bool prometheus = false, all = false, force = false;
+    bool prometheus = false, all = false, force = false, json = false;
     int watch = 0, timeout = 60;
     bool timeout_given = false;
     const char *older = NULL, *key = NULL, *id = NULL;
@@ -754,6 +805,8 @@ int main(int argc, char **argv)
                 return fail("%s", err);
         } else if (strcmp(a, "--prometheus") == 0) {
             prometheus = true;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
         } else if (strcmp(a, "--all") == 0) {
             all = true;
         } else if (strcmp(a, "--force") == 0) {
@@ -785,10 +838,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = pos[0];
+    if (json && prometheus)
+        return fail("--json and --prometheus: choose one");
     if (strcmp(cmd, "status") == 0 && npos == 1)
-        return cmd_status();
+        return json ? cmd_json_all("status json") : cmd_status();
+    if (strcmp(cmd, "stats") == 0 && npos == 1 && json && !watch)
+        return cmd_json_all("stats json");
     if (strcmp(cmd, "stats") == 0 && npos == 2)
-        return cmd_stats(pos[1], prometheus, watch);
+        return cmd_stats(pos[1], prometheus, json, watch);
     if (strcmp(cmd, "unmount") == 0 && npos == 2)
         return cmd_unmount(pos[1], timeout);
     if (strcmp(cmd, "uploads") == 0 && npos == 3 &&

@@ -1,5 +1,6 @@
 /* The admin socket of a mount: a Unix socket answering one command per
- * connection ("status", "stats", "stats prometheus", "drain SECONDS"),
+ * connection ("status", "stats", "stats prometheus", "status json", "stats json",
+ * "drain SECONDS"),
  * reachable only by root and the mounting user (mode 0600 and a
  * SO_PEERCRED check). Its path follows from the mount point, so objmountctl
  * finds it without a registry. */

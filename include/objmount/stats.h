@@ -25,9 +25,11 @@ struct om_stats_sources {
 };
 
 enum om_stats_format {
-    OM_STATS_STATUS,     /* key=value lines */
-    OM_STATS_TEXT,       /* tables for people */
-    OM_STATS_PROMETHEUS, /* text exposition format */
+    OM_STATS_STATUS,      /* key=value lines */
+    OM_STATS_TEXT,        /* tables for people */
+    OM_STATS_PROMETHEUS,  /* text exposition format */
+    OM_STATS_STATUS_JSON, /* one JSON object, fields in doc/json.md */
+    OM_STATS_JSON,        /* one JSON object, fields in doc/json.md */
 };
 
 /* Append the report to out. Returns 0 or -ENOMEM. */

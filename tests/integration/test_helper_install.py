@@ -43,7 +43,8 @@ def test_meson_install_puts_programs_and_pages_in_place(tmp_path):
     found = {}
     for d, _, files in os.walk(dest):
         for f in files:
-            found.setdefault(f, []).append(os.path.join(d, f))
+            if "/bash-completion/" not in d:  # the completion is named after the program
+                found.setdefault(f, []).append(os.path.join(d, f))
     for prog in ("objmount", "mount.objmount", "objmountctl"):
         assert len(found.get(prog, [])) == 1, "%s installed %s times: %s" % (
             prog, len(found.get(prog, [])), found.get(prog))
@@ -51,9 +52,18 @@ def test_meson_install_puts_programs_and_pages_in_place(tmp_path):
     for page in PAGES:
         paths = found.get(page, [])
         assert len(paths) == 1 and paths[0].endswith("/man8/" + page), (page, paths)
-    # the installed helper runs the installed daemon (they sit side by side)
+    prefix = os.path.dirname(os.path.dirname(found["objmountctl"][0]))
+    assert os.path.exists(os.path.join(prefix, "share", "bash-completion", "completions",
+                                       "objmountctl")), "no bash completion under %s" % prefix
+    assert len(found.get("objmount@.service", [])) == 1 and found["objmount@.service"][0].endswith(
+        "/lib/systemd/system/objmount@.service"), found.get("objmount@.service")
+    # the daemon and objmountctl in bin, the helper in sbin where mount(8) looks,
+    # and the installed helper runs the installed daemon
     helper, daemon = found["mount.objmount"][0], found["objmount"][0]
-    assert os.path.dirname(helper) == os.path.dirname(daemon), (helper, daemon)
+    assert helper.endswith("/sbin/mount.objmount"), helper
+    assert daemon.endswith("/bin/objmount") and not daemon.endswith("/sbin/objmount"), daemon
+    assert found["objmountctl"][0].endswith("/bin/objmountctl"), found["objmountctl"]
+    assert os.path.dirname(os.path.dirname(helper)) == os.path.dirname(os.path.dirname(daemon))
     r = subprocess.run([helper, "b", str(tmp_path), "-f", "-o", "ro"], capture_output=True,
                        text=True, env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
