@@ -83,6 +83,23 @@ void om_headers_free(struct om_header_list *l)
     memset(l, 0, sizeof(*l));
 }
 
+int om_http_parse_content_range(const char *v, uint64_t *first, uint64_t *last, uint64_t *total)
+{
+    const char *p = v ? om_str_skip_prefix_ci(v, "bytes ") : NULL;
+    const char *dash = p ? strchr(p, '-') : NULL;
+    const char *slash = dash ? strchr(dash, '/') : NULL;
+    uint64_t a, b, t = UINT64_MAX;
+    if (!slash || om_parse_uint_n(p, (size_t)(dash - p), OM_UINT_MAX, &a) ||
+        om_parse_uint_n(dash + 1, (size_t)(slash - dash - 1), OM_UINT_MAX, &b) || b < a)
+        return -EINVAL;
+    if (strcmp(slash + 1, "*") != 0 && (om_parse_uint(slash + 1, OM_UINT_MAX, &t) || b >= t))
+        return -EINVAL;
+    *first = a;
+    *last = b;
+    *total = t;
+    return 0;
+}
+
 /* ---- engine state ---- */
 
 struct om_http_xfer {
@@ -282,7 +299,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
         /* a new response (after 100 Continue, or the only one) */
         om_headers_free(&req->resp_headers);
         const char *sp = memchr(p, ' ', len);
-        x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        uint64_t st = 0;
+        x->status = sp && sp + 4 <= p + len && om_parse_uint_n(sp + 1, 3, 999, &st) == 0
+                        ? (long)st : 0;
         return len;
     }
     const char *colon = memchr(p, ':', len);
@@ -673,9 +692,14 @@ static long retry_after_ms(const struct om_http_req *req)
     const char *v = om_headers_get(&req->resp_headers, "Retry-After");
     if (!v)
         return 0;
-    char *end;
-    long s = strtol(v, &end, 10);
-    return (end != v && s > 0) ? s * 1000 : 0;
+    /* delay-seconds (RFC 9110) or an HTTP date; the caller caps the delay */
+    uint64_t s = 0;
+    time_t when;
+    if (om_parse_uint(v, 86400, &s) == -ERANGE)
+        s = 86400;
+    else if (s == 0 && om_parse_http_date(v, &when) == 0 && when > time(NULL))
+        s = (uint64_t)OM_MIN(when - time(NULL), (time_t)86400);
+    return (long)s * 1000;
 }
 
 /* An attempt ended: finish, retry or redirect. */
@@ -734,7 +758,9 @@ static void attempt_done(struct om_http_xfer *x, CURLcode cc)
     } else if (is_2xx(status)) {
         const char *cl = om_headers_get(&req->resp_headers, "Content-Length");
         bool head = strcmp(req->method, "HEAD") == 0;
-        if (!head && cl && strtoull(cl, NULL, 10) != x->received) {
+        uint64_t want = 0;
+        bool bad_cl = cl && om_parse_uint(cl, OM_UINT_MAX, &want) != 0;
+        if (!head && cl && (bad_cl || want != x->received)) {
             atomic_fetch_add(&h->st.short_bodies, 1);
             req->error = -EIO;
             snprintf(req->errmsg, sizeof(req->errmsg),

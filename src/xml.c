@@ -229,7 +229,9 @@ static void on_end(void *ctx, const xmlChar *localname, const xmlChar *prefix, c
         rc = store_key(p, &p->key);
         break;
     case E_SIZE:
-        p->size = strtoull(text_of(p), NULL, 10);
+        /* a size that is not a number below 2^63 makes the page invalid */
+        if (om_parse_uint(p->text.data ? om_str_trim(p->text.data) : "", OM_UINT_MAX, &p->size))
+            rc = -EPROTO;
         break;
     case E_LAST_MODIFIED:
         if (om_parse_iso8601(text_of(p), &p->mtime))
