@@ -678,7 +678,11 @@ static int follow_redirect(struct om_http_xfer *x, const char *location)
         req->method = "GET";
         req->body.kind = OM_BODY_NONE;
     }
-    om_debug("%s: redirect %ld to %s", req->op ? req->op : req->method, x->status, next);
+    if (om_log_enabled(OM_LOG_DEBUG)) {
+        char shown[512];
+        om_url_redact(next, shown, sizeof(shown));
+        om_debug("%s: redirect %ld to %s", req->op ? req->op : req->method, x->status, shown);
+    }
     free(req->url);
     req->url = next;
     req->redirects++;

@@ -346,3 +346,9 @@ bool om_creds_allowed(const char *endpoint_host, const char *bucket, const char 
         return false;
     return om_host_in_list(allowed, host);
 }
+
+void om_url_redact(const char *url, char *out, size_t n)
+{
+    size_t k = strcspn(url, "?#");
+    snprintf(out, n, "%.*s%s", (int)OM_MIN(k, (size_t)INT32_MAX), url, url[k] ? "?..." : "");
+}

@@ -48,6 +48,10 @@ int om_uri_decode(struct om_buf *out, const char *s, size_t len);
 /* Decode then encode (keeping '/'): the form S3 signs. Caller frees. */
 char *om_uri_normalize_path(const char *path);
 
+/* url for a log line: everything before '?', then "?..." when there was a
+ * query (it may hold presigned signatures). Truncated to fit out (size n). */
+void om_url_redact(const char *url, char *out, size_t n);
+
 /* ---- where credentials may go ---- */
 
 /* Is host (lower-case; an IPv6 literal with or without brackets) named by
