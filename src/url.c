@@ -349,6 +349,12 @@ bool om_creds_allowed(const char *endpoint_host, const char *bucket, const char 
 
 void om_url_redact(const char *url, char *out, size_t n)
 {
+    if (n == 0)
+        return;
     size_t k = strcspn(url, "?#");
-    snprintf(out, n, "%.*s%s", (int)OM_MIN(k, (size_t)INT32_MAX), url, url[k] ? "?..." : "");
+    const char *tail = url[k] ? "?..." : "";
+    /* cut the path, never the marker: a cut "?.." would look like a query */
+    size_t room = n - 1 > strlen(tail) ? n - 1 - strlen(tail) : 0;
+    snprintf(out, n, "%.*s%s", (int)OM_MIN(OM_MIN(k, room), (size_t)INT32_MAX), url,
+             room ? tail : "");
 }

@@ -64,7 +64,9 @@ struct om_list_parser {
 
 static enum elem classify(const struct om_list_parser *p, const char *name)
 {
-    enum elem parent = p->depth > 0 ? p->stack[p->depth - 1] : E_OTHER;
+    /* below MAX_DEPTH nothing is tracked: no parent to look up (found by fuzz_xml_list) */
+    enum elem parent =
+        p->depth > 0 && p->depth <= MAX_DEPTH ? p->stack[p->depth - 1] : E_OTHER;
     if (p->depth == 0) {
         if (strcmp(name, "ListBucketResult") == 0)
             return E_ROOT_LIST;
