@@ -108,6 +108,7 @@ struct om_http_xfer {
     om_http_done_fn done;
     void *ud;
     CURL *easy;
+    CURLU *curlu; /* the URL of this attempt, as signed (om_url_curlu) */
     struct curl_slist *slist;
     char curl_err[CURL_ERROR_SIZE];
     uint64_t body_pos;
@@ -532,7 +533,14 @@ static int start_attempt(struct om_http_xfer *x)
         return -ENOMEM;
     }
     x->easy = e;
-    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    x->curlu = om_url_curlu(req->url);
+    if (!x->curlu) {
+        om_url_free(&u);
+        easy_put(h, e);
+        x->easy = NULL;
+        return -ENOMEM;
+    }
+    curl_easy_setopt(e, CURLOPT_CURLU, x->curlu);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_SHARE, h->share);
@@ -596,6 +604,8 @@ static int start_attempt(struct om_http_xfer *x)
     if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
         easy_put(h, e);
         x->easy = NULL;
+        curl_url_cleanup(x->curlu);
+        x->curlu = NULL;
         return -ENOMEM;
     }
     h->active[h->nactive++] = x;
@@ -615,6 +625,8 @@ static void detach(struct om_http_xfer *x)
     curl_multi_remove_handle(h->multi, x->easy);
     easy_put(h, x->easy);
     x->easy = NULL;
+    curl_url_cleanup(x->curlu);
+    x->curlu = NULL;
     for (int i = 0; i < h->nactive; i++) {
         if (h->active[i] == x) {
             h->active[i] = h->active[--h->nactive];

@@ -81,10 +81,27 @@ static int url_from_curlu(CURLU *h, struct om_url *u)
     return 0;
 }
 
+/* Strict for URLs we send (a space is never sent raw); lenient (spaces
+ * allowed, re-encoded after) for Location values. */
+static int curlu_set_url_flags(CURLU *h, const char *s, unsigned flags)
+{
+    CURLUcode uc = curl_url_set(h, CURLUPART_URL, s, CURLU_PATH_AS_IS | flags);
+    return uc == CURLUE_OK ? 0 : uc == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+}
+
 static int curlu_set_url(CURLU *h, const char *s)
 {
-    CURLUcode uc = curl_url_set(h, CURLUPART_URL, s, CURLU_PATH_AS_IS | CURLU_ALLOW_SPACE);
-    return uc == CURLUE_OK ? 0 : uc == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+    return curlu_set_url_flags(h, s, 0);
+}
+
+struct Curl_URL *om_url_curlu(const char *s)
+{
+    CURLU *h = curl_url();
+    if (h && curlu_set_url(h, s)) {
+        curl_url_cleanup(h);
+        h = NULL;
+    }
+    return h;
 }
 
 int om_url_parse(const char *s, struct om_url *u)
@@ -204,12 +221,24 @@ int om_url_resolve(const char *base, const char *location, char **out)
     struct om_url t;
     int rc = curlu_set_url(h, base);
     if (!rc)
-        rc = curlu_set_url(h, location);
+        rc = curlu_set_url_flags(h, location, CURLU_ALLOW_SPACE);
     if (!rc)
         rc = url_from_curlu(h, &t);
     curl_url_cleanup(h);
     if (rc)
         return rc;
+    if (t.query && strchr(t.query, ' ')) {
+        struct om_buf q = {0};
+        for (const char *c = t.query; *c && !rc; c++)
+            rc = *c == ' ' ? om_buf_puts(&q, "%20") : om_buf_append(&q, c, 1);
+        if (rc) {
+            om_buf_free(&q);
+            om_url_free(&t);
+            return rc;
+        }
+        free(t.query);
+        t.query = om_buf_steal(&q);
+    }
     char *norm = om_uri_normalize_path(t.path);
     if (!norm) {
         om_url_free(&t);

@@ -23,6 +23,13 @@ struct om_url {
 int om_url_parse(const char *s, struct om_url *u);
 void om_url_free(struct om_url *u);
 
+/* A libcurl URL handle (CURLU) holding s, parsed exactly as om_url_parse
+ * parses it. The engine hands it to curl (CURLOPT_CURLU), so the URL that is
+ * signed and checked and the URL curl connects to come from one parser.
+ * NULL on error; free with curl_url_cleanup(). */
+struct Curl_URL;
+struct Curl_URL *om_url_curlu(const char *s);
+
 /* "host" or "host:port" when the port is not the scheme default, as sent in
  * the Host header and signed. Caller frees; NULL on ENOMEM. */
 char *om_url_host_header(const struct om_url *u);

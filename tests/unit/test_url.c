@@ -187,6 +187,10 @@ START_TEST(test_urls_are_parsed_by_curl)
     ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "file:///etc/passwd", &out), -EINVAL);
     ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "", &out), -EINVAL);
     ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "http://u:p@t/x", &out), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://h/a b", &u), -EINVAL); /* never sent raw */
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "http://t/x y?a=b c", &out), 0);
+    ck_assert_str_eq(out, "http://t/x%20y?a=b%20c");
+    free(out);
     ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "../c?x=1#frag", &out), 0);
     ck_assert_str_eq(out, "http://gw/s3/c?x=1");
     free(out);
