@@ -296,13 +296,20 @@ static int request_at(const char *path, uid_t expected, const char *command, cha
     int rc = socket_trusted(path, expected);
     if (rc)
         return rc;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* non-blocking: a daemon that stopped accepting (full backlog) must not
+     * hang the client; connect is retried until the timeout */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        int e = -errno;
+    uint64_t deadline = om_now_ms() + (uint64_t)(timeout_s > 0 ? timeout_s : 1) * 1000;
+    while (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        int e = errno;
+        if ((e == EAGAIN || e == EINTR) && om_now_ms() < deadline) {
+            usleep(20000);
+            continue;
+        }
         close(fd);
-        return e == -ECONNREFUSED ? -ENOENT : e;
+        return e == ECONNREFUSED ? -ENOENT : e == EAGAIN ? -ETIMEDOUT : -e;
     }
     /* the listening peer must be the user we expect, or root */
     struct ucred cred;
@@ -337,7 +344,7 @@ static int request_at(const char *path, uid_t expected, const char *command, cha
             break;
         }
         ssize_t r = read(fd, chunk, sizeof(chunk));
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (r <= 0)
             break;
