@@ -96,8 +96,7 @@ static void ini_hit_clear(struct ini_hit *h)
 
 /* Reads [section] (or [profile section] when config_style) of path.
  * Returns 0 (file read; hit may be empty), -ENOENT (no file) or -ENOMEM. */
-static int ini_read_stream(FILE *f, const char *section, bool config_style,
-                           struct ini_hit *hit)
+static int ini_read_stream(FILE *f, const char *section, bool config_style, struct ini_hit *hit)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -319,9 +318,10 @@ static int from_file(const struct om_creds_options *opt, struct om_creds *out, c
     rc = om_creds_parse_stream(f, opt->bucket, opt->aws_profile, out);
     fclose(f);
     if (rc == -EINVAL)
-        snprintf(err, errlen, "credentials file %s holds no ACCESS_KEY:SECRET line%s%s and no "
-                 "[%s] section with aws_access_key_id and aws_secret_access_key", path,
-                 opt->bucket ? " for bucket " : "", opt->bucket ? opt->bucket : "",
+        snprintf(err, errlen,
+                 "credentials file %s holds no ACCESS_KEY:SECRET line%s%s and no "
+                 "[%s] section with aws_access_key_id and aws_secret_access_key",
+                 path, opt->bucket ? " for bucket " : "", opt->bucket ? opt->bucket : "",
                  opt->aws_profile ? opt->aws_profile : "default");
     if (!rc)
         snprintf(out->source, sizeof(out->source), "credentials file %s", path);

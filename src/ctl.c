@@ -90,8 +90,8 @@ int om_ctl_trust(const struct stat *dir, const struct stat *sock, uid_t expected
 {
     bool dir_ok = S_ISDIR(dir->st_mode) && (dir->st_uid == expected || dir->st_uid == 0) &&
                   (dir->st_mode & 022) == 0;
-    bool sock_ok = !sock || (S_ISSOCK(sock->st_mode) &&
-                             (sock->st_uid == expected || sock->st_uid == 0));
+    bool sock_ok =
+        !sock || (S_ISSOCK(sock->st_mode) && (sock->st_uid == expected || sock->st_uid == 0));
     return dir_ok && sock_ok ? 0 : -EPERM;
 }
 
@@ -281,7 +281,8 @@ static int socket_trusted(const char *path, uid_t expected)
         return errno == ENOENT ? -ENOENT : -errno;
     if (om_ctl_trust(&ds, &ss, expected)) {
         om_warn("admin socket %s: not trusted (its directory must belong to uid %u or root and "
-                "be writable by nobody else)", path, (unsigned)expected);
+                "be writable by nobody else)",
+                path, (unsigned)expected);
         return -EPERM;
     }
     return 0;

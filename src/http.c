@@ -301,8 +301,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
         om_headers_free(&req->resp_headers);
         const char *sp = memchr(p, ' ', len);
         uint64_t st = 0;
-        x->status = sp && sp + 4 <= p + len && om_parse_uint_n(sp + 1, 3, 999, &st) == 0
-                        ? (long)st : 0;
+        x->status =
+            sp && sp + 4 <= p + len && om_parse_uint_n(sp + 1, 3, 999, &st) == 0 ? (long)st : 0;
         return len;
     }
     const char *colon = memchr(p, ':', len);

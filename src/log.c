@@ -109,7 +109,12 @@ size_t om_log_escape(const char *s, size_t len, char *out, size_t n)
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
     size_t o = 0;
-#define PUT(c)                                                                                         do {                                                                                                   if (o + 1 < n)                                                                                         out[o] = (char)(c);                                                                            o++;                                                                                           } while (0)
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (o + 1 < n)                                                                             \
+            out[o] = (char)(c);                                                                    \
+        o++;                                                                                       \
+    } while (0)
     for (size_t i = 0; i < len;) {
         size_t k = p[i] < 0x80 ? 1 : utf8_len(p + i, len - i);
         if (k == 1 && p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\') {

@@ -294,7 +294,8 @@ static int hook_sign(void *ud, const struct om_http_req *req, const char *url,
         return rc;
     if (!creds_go_to(s3, &u)) {
         om_debug("%s: %s is neither the endpoint host nor in redirect_hosts: sent without "
-                 "credentials", req->op ? req->op : req->method, u.host);
+                 "credentials",
+                 req->op ? req->op : req->method, u.host);
         om_url_free(&u);
         return 0;
     }

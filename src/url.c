@@ -284,8 +284,8 @@ static bool entry_matches(const char *e, size_t elen, const char *host, bool *va
         int fam = parse_ip(e, (size_t)(slash - e), net);
         uint64_t bits;
         int max = fam == AF_INET ? 32 : 128;
-        if (!fam || om_parse_uint_n(slash + 1, elen - (size_t)(slash - e) - 1, (uint64_t)max,
-                                    &bits)) {
+        if (!fam ||
+            om_parse_uint_n(slash + 1, elen - (size_t)(slash - e) - 1, (uint64_t)max, &bits)) {
             *valid = false;
             return false;
         }
@@ -311,8 +311,7 @@ static bool entry_matches(const char *e, size_t elen, const char *host, bool *va
     unsigned char a[16], b[16];
     int fa = parse_ip(e, elen, a);
     if (fa)
-        return parse_ip(host, strlen(host), b) == fa &&
-               memcmp(a, b, fa == AF_INET ? 4 : 16) == 0;
+        return parse_ip(host, strlen(host), b) == fa && memcmp(a, b, fa == AF_INET ? 4 : 16) == 0;
     size_t hlen = strlen(host);
     if (e[0] == '*') /* "*.suffix": the dot stays, so "suffix" alone does not match */
         return hlen > elen - 1 && strncasecmp(host + hlen - (elen - 1), e + 1, elen - 1) == 0;

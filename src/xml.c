@@ -65,8 +65,7 @@ struct om_list_parser {
 static enum elem classify(const struct om_list_parser *p, const char *name)
 {
     /* below MAX_DEPTH nothing is tracked: no parent to look up (found by fuzz_xml_list) */
-    enum elem parent =
-        p->depth > 0 && p->depth <= MAX_DEPTH ? p->stack[p->depth - 1] : E_OTHER;
+    enum elem parent = p->depth > 0 && p->depth <= MAX_DEPTH ? p->stack[p->depth - 1] : E_OTHER;
     if (p->depth == 0) {
         if (strcmp(name, "ListBucketResult") == 0)
             return E_ROOT_LIST;

@@ -202,7 +202,8 @@ static int cmd_status(void)
         kv(reply, "last_error", last, sizeof(last));
         om_log_escape(last, strlen(last), shown, sizeof(shown));
         printf("%-28s %-24s %-32s %7s %5s %7s %8s  %s\n", mounts[i].point, bucket,
-               kv(reply, "endpoint", e, sizeof(e)), upt, kv(reply, "open_files", open, sizeof(open)),
+               kv(reply, "endpoint", e, sizeof(e)), upt,
+               kv(reply, "open_files", open, sizeof(open)),
                kv(reply, "commits_in_flight", commits, sizeof(commits)),
                kv(reply, "recovery_files", rec, sizeof(rec)), shown[0] ? shown : "-");
         free(reply);

@@ -20,8 +20,13 @@ int om_ctl_socket_path(const char *mountpoint, uid_t uid, char *out, size_t n);
 
 /* ---- protocol: one line per connection ---- */
 
-enum om_ctl_kind { OM_CTL_STATUS = 1, OM_CTL_STATS, OM_CTL_STATS_PROMETHEUS, OM_CTL_DRAIN,
-                   OM_CTL_PING };
+enum om_ctl_kind {
+    OM_CTL_STATUS = 1,
+    OM_CTL_STATS,
+    OM_CTL_STATS_PROMETHEUS,
+    OM_CTL_DRAIN,
+    OM_CTL_PING
+};
 #define OM_CTL_DRAIN_MAX_S (7ULL * 86400)
 
 struct om_ctl_cmd {

@@ -39,8 +39,7 @@ void om_headers_free(struct om_header_list *l);
 
 /* Parse "bytes FIRST-LAST/TOTAL" (TOTAL may be '*': *total = UINT64_MAX).
  * Numbers through om_parse_uint; FIRST <= LAST < TOTAL. 0 or -EINVAL. */
-int om_http_parse_content_range(const char *v, uint64_t *first, uint64_t *last,
-                                uint64_t *total);
+int om_http_parse_content_range(const char *v, uint64_t *first, uint64_t *last, uint64_t *total);
 
 struct om_http_config {
     long connect_timeout_ms; /* TCP + TLS connect */

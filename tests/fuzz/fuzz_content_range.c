@@ -10,7 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint64_t a, b, t, v;
     if (om_http_parse_content_range(s, &a, &b, &t) == 0) {
-        if (a > b || b > (uint64_t)INT64_MAX || (t != UINT64_MAX && (b >= t || t > (uint64_t)INT64_MAX)))
+        if (a > b || b > (uint64_t)INT64_MAX ||
+            (t != UINT64_MAX && (b >= t || t > (uint64_t)INT64_MAX)))
             __builtin_trap();
     }
     if (om_parse_uint(s, OM_UINT_MAX, &v) == 0 && v > (uint64_t)INT64_MAX)

@@ -16,8 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *f = om_url_format(&u);
         struct om_url again;
         if (f && om_url_parse(f, &again) == 0) {
-            if (strcmp(again.host, u.host) != 0 || again.port != u.port ||
-                again.https != u.https)
+            if (strcmp(again.host, u.host) != 0 || again.port != u.port || again.https != u.https)
                 __builtin_trap(); /* format and parse disagree */
             om_url_free(&again);
         }

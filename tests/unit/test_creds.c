@@ -281,8 +281,8 @@ START_TEST(test_empty_credential_fields_are_absent)
     om_creds_clear(&c);
     ck_assert_int_eq(parse_text("KEY:\n:SECRET\nb::\n", "b", &c), -EINVAL);
     om_creds_clear(&c);
-    ck_assert_int_eq(parse_text("[default]\naws_access_key_id=\naws_secret_access_key=x\n",
-                                NULL, &c), -EINVAL);
+    ck_assert_int_eq(
+        parse_text("[default]\naws_access_key_id=\naws_secret_access_key=x\n", NULL, &c), -EINVAL);
     om_creds_clear(&c);
     ck_assert_int_eq(parse_text("K:S\nb:BK:BS\nK2:S2\n", "b", &c), 0);
     ck_assert_str_eq(c.access_key, "BK");

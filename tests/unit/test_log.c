@@ -21,9 +21,9 @@ START_TEST(test_control_bytes_and_bad_utf8_are_escaped)
     ck_assert_str_eq(esc("back\\slash", 10), "back\\\\slash");
     ck_assert_str_eq(esc("d\xc3\xa9j\xc3\xa0 \xe6\x97\xa5", 10), "d\xc3\xa9j\xc3\xa0 \xe6\x97\xa5");
     ck_assert_str_eq(esc("\xff\xc3", 2), "\\xff\\xc3");
-    ck_assert_str_eq(esc("\xc2\x9b", 2), "\\xc2\\x9b"); /* C1 CSI */
+    ck_assert_str_eq(esc("\xc2\x9b", 2), "\\xc2\\x9b");          /* C1 CSI */
     ck_assert_str_eq(esc("\xed\xa0\x80", 3), "\\xed\\xa0\\x80"); /* surrogate */
-    ck_assert_str_eq(esc("\xc0\xaf", 2), "\\xc0\\xaf"); /* overlong */
+    ck_assert_str_eq(esc("\xc0\xaf", 2), "\\xc0\\xaf");          /* overlong */
     ck_assert_str_eq(esc("a\0b", 3), "a\\x00b");
     char small[5];
     ck_assert_uint_eq(om_log_escape("\n\n", 2, small, sizeof(small)), 8);
