@@ -724,7 +724,9 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
     doctor_bounded(&head, "object request", cfg->endpoint, timeout_s);
     struct om_http_stats st;
     om_http_get_stats(c.http, &st);
-    printf("[info] redirects seen: %" PRIu64 " (followed by objmount; credentials go only to the endpoint host and redirect_hosts)\n",
+    printf("[info] redirects seen: %" PRIu64
+           " (followed by objmount; credentials go only to the endpoint host and "
+           "redirect_hosts)\n",
            st.redirects);
     om_url_free(&u);
     om_client_close(&c);
