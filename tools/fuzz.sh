@@ -40,12 +40,12 @@ for t in "${targets[@]}"; do
     if timeout $((seconds + 60)) "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
         "$corpus" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
-        runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+        runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
         echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds}s, corpus $(ls "$corpus" | wc -l)"
     else
         failed+=("$t")
         echo "fuzz $t: FAILED (log: $log)"
-        grep -E 'ERROR:|runtime error|SUMMARY|Test unit written' "$log" | head -5 | sed 's/^/    /'
+        grep -aE 'ERROR:|runtime error|SUMMARY|Test unit written' "$log" | head -5 | sed 's/^/    /'
     fi
 done
 if ((${#failed[@]})); then
