@@ -47,6 +47,9 @@ static const struct opt options[] = {
         "do not verify the TLS certificate of the endpoint (insecure)"),
     OPT("proxy", "URL", K_STRING, proxy, 0, 0,
         "HTTP proxy (default: the usual *_proxy variables; loopback is always direct)"),
+    OPT("redirect_hosts", "HOSTS", K_STRING, redirect_hosts, 0, 0,
+        "hosts a redirect may take credentials to besides the endpoint's: names, *.suffix, "
+        "IP addresses or CIDRs separated by ';' (default: none; *.amazonaws.com on AWS)"),
     OPT("credentials", "PATH", K_STRING, credentials, 0, 0,
         "credentials file, mode 0600: ACCESS_KEY:SECRET lines (s3fs format) or AWS ini"),
     OPT("aws_profile", "NAME", K_STRING, aws_profile, 0, 0,
@@ -380,7 +383,7 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
         return 0;
     }
     case K_COUNT:
-        if (!value || om_parse_size(value, &v) || strspn(value, "0123456789") != strlen(value))
+        if (om_parse_uint(value, OM_UINT_MAX, &v))
             rc = -EINVAL;
         break;
     case K_SIZE:
@@ -391,14 +394,13 @@ int om_config_set(struct om_config *cfg, const char *name, const char *value, ch
         if (!value || om_parse_duration_ms(value, &v))
             rc = -EINVAL;
         break;
-    case K_OCTAL: {
-        char *end = NULL;
-        if (!value || !*value || strspn(value, "01234567") != strlen(value))
+    case K_OCTAL:
+        /* at most 7 octal digits: every OCTAL option is below 010000000 */
+        if (!value || !*value || strspn(value, "01234567") != strlen(value) || strlen(value) > 7)
             rc = -EINVAL;
         else
-            v = strtoull(value, &end, 8);
+            v = strtoull(value, NULL, 8);
         break;
-    }
     }
     if (rc) {
         snprintf(err, errlen, "option %s: '%s' is not a valid %s", name, value ? value : "",
@@ -473,6 +475,13 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
     } else {
         cfg->region_source = "option";
     }
+    if (!om_region_valid(cfg->region)) {
+        snprintf(err, errlen, "region '%.64s' (from %s) is not [a-z0-9-]", cfg->region,
+                 cfg->region_source);
+        return -EINVAL;
+    }
+    if (om_host_list_check(cfg->redirect_hosts, err, errlen))
+        return -EINVAL;
     if (!cfg->endpoint) {
         int n = 0;
         if ((v = env_nonempty("AWS_ENDPOINT_URL"))) {
@@ -624,6 +633,7 @@ void om_config_s3(const struct om_config *cfg, struct om_s3_config *out)
     out->region = cfg->region;
     out->addressing = cfg->addressing;
     out->sign_payload = cfg->sign_payload;
+    out->redirect_hosts = cfg->redirect_hosts;
 }
 
 void om_config_creds_options(const struct om_config *cfg, struct om_creds_options *out)

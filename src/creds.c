@@ -2,6 +2,7 @@
 #include "objmount/creds.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,11 +96,8 @@ static void ini_hit_clear(struct ini_hit *h)
 
 /* Reads [section] (or [profile section] when config_style) of path.
  * Returns 0 (file read; hit may be empty), -ENOENT (no file) or -ENOMEM. */
-static int ini_read(const char *path, const char *section, bool config_style, struct ini_hit *hit)
+static int ini_read_stream(FILE *f, const char *section, bool config_style, struct ini_hit *hit)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -ENOENT;
     char *line = NULL;
     size_t cap = 0;
     bool in = false;
@@ -143,7 +141,7 @@ static int ini_read(const char *path, const char *section, bool config_style, st
             dst = &hit->endpoint_url;
         if (dst) {
             wipe_free(dst);
-            if (!(*dst = strdup(val)))
+            if (*val && !(*dst = strdup(val))) /* an empty value is no value */
                 rc = -ENOMEM;
         }
     }
@@ -151,6 +149,15 @@ static int ini_read(const char *path, const char *section, bool config_style, st
         memset(line, 0, cap);
         free(line);
     }
+    return rc;
+}
+
+static int ini_read(const char *path, const char *section, bool config_style, struct ini_hit *hit)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -ENOENT;
+    int rc = ini_read_stream(f, section, config_style, hit);
     fclose(f);
     return rc;
 }
@@ -205,32 +212,8 @@ static int from_profile(const char *profile, struct om_creds *out, char *err, si
     return rc;
 }
 
-/* A credentials file given by option: s3fs passwd or AWS ini format. */
-static int from_file(const struct om_creds_options *opt, struct om_creds *out, char *err,
-                     size_t errlen)
+int om_creds_parse_stream(FILE *f, const char *bucket, const char *profile, struct om_creds *out)
 {
-    const char *path = opt->credentials_file;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "credentials file %s: %s", path, strerror(errno));
-        return -errno;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "credentials file %s is not a regular file", path);
-        return -EINVAL;
-    }
-    if (st.st_mode & 077) {
-        snprintf(err, errlen,
-                 "credentials file %s is accessible by group or others (mode %04o); "
-                 "run: chmod 600 %s",
-                 path, (unsigned)(st.st_mode & 07777), path);
-        return -EACCES;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "credentials file %s: %s", path, strerror(errno));
-        return -errno;
-    }
     char *line = NULL;
     size_t cap = 0;
     bool ini = false;
@@ -251,7 +234,7 @@ static int from_file(const struct om_creds_options *opt, struct om_creds *out, c
         char *key, *secret;
         if (c2) {
             *c1 = '\0';
-            if (!opt->bucket || strcmp(s, opt->bucket) != 0)
+            if (!bucket || strcmp(s, bucket) != 0)
                 continue;
             key = c1 + 1;
             *c2 = '\0';
@@ -261,26 +244,29 @@ static int from_file(const struct om_creds_options *opt, struct om_creds *out, c
             key = s;
             secret = c1 + 1;
         }
+        if (!*key || !*secret)
+            continue; /* an empty key or secret is no credential */
         wipe_free(&out->access_key);
         wipe_free(&out->secret_key);
         out->access_key = strdup(key);
         out->secret_key = strdup(secret);
         rc = out->access_key && out->secret_key ? 0 : -ENOMEM;
-        if (c2)
+        if (rc || c2)
             break; /* a bucket-specific line beats a generic one */
     }
     if (line) {
         memset(line, 0, cap);
         free(line);
     }
-    fclose(f);
     if (ini) {
-        const char *section = opt->aws_profile ? opt->aws_profile : "default";
+        rewind(f);
         struct ini_hit h = {0};
-        rc = ini_read(path, section, false, &h);
+        rc = ini_read_stream(f, profile ? profile : "default", false, &h);
         if (!rc && (!h.access_key || !h.secret_key))
             rc = -EINVAL;
         if (!rc) {
+            wipe_free(&out->access_key);
+            wipe_free(&out->secret_key);
             take(&out->access_key, &h.access_key);
             take(&out->secret_key, &h.secret_key);
             take(&out->session_token, &h.session_token);
@@ -288,16 +274,69 @@ static int from_file(const struct om_creds_options *opt, struct om_creds *out, c
             take(&out->endpoint_url, &h.endpoint_url);
         }
         ini_hit_clear(&h);
-        if (rc == -EINVAL)
-            snprintf(err, errlen, "credentials file %s: section [%s] lacks aws_access_key_id or "
-                     "aws_secret_access_key", path, section);
-    } else if (rc == -EINVAL) {
-        snprintf(err, errlen, "credentials file %s holds no ACCESS_KEY:SECRET line%s%s", path,
-                 opt->bucket ? " for bucket " : "", opt->bucket ? opt->bucket : "");
     }
+    return rc;
+}
+
+/* A credentials file given by option: s3fs passwd or AWS ini format. Opened
+ * once (O_NOFOLLOW) and checked on that descriptor, so what is checked is
+ * what is read. */
+static int from_file(const struct om_creds_options *opt, struct om_creds *out, char *err,
+                     size_t errlen)
+{
+    const char *path = opt->credentials_file;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "credentials file %s: %s", path,
+                 e == ELOOP ? "is a symbolic link (give the file itself)" : strerror(e));
+        return e == ELOOP ? -EINVAL : -e;
+    }
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? -errno : om_creds_file_check(&st, getuid());
+    if (rc == -EINVAL) {
+        snprintf(err, errlen, "credentials file %s is not a regular file", path);
+    } else if (rc == -EPERM) {
+        snprintf(err, errlen, "credentials file %s belongs to uid %u, not to you (uid %u) or root",
+                 path, (unsigned)st.st_uid, (unsigned)getuid());
+        rc = -EACCES;
+    } else if (rc == -EACCES) {
+        snprintf(err, errlen,
+                 "credentials file %s is accessible by group or others (mode %04o); "
+                 "run: chmod 600 %s",
+                 path, (unsigned)(st.st_mode & 07777), path);
+    } else if (rc) {
+        snprintf(err, errlen, "credentials file %s: %s", path, strerror(-rc));
+    }
+    FILE *f = rc ? NULL : fdopen(fd, "r");
+    if (!f) {
+        if (!rc)
+            rc = -errno;
+        close(fd);
+        return rc;
+    }
+    rc = om_creds_parse_stream(f, opt->bucket, opt->aws_profile, out);
+    fclose(f);
+    if (rc == -EINVAL)
+        snprintf(err, errlen,
+                 "credentials file %s holds no ACCESS_KEY:SECRET line%s%s and no "
+                 "[%s] section with aws_access_key_id and aws_secret_access_key",
+                 path, opt->bucket ? " for bucket " : "", opt->bucket ? opt->bucket : "",
+                 opt->aws_profile ? opt->aws_profile : "default");
     if (!rc)
         snprintf(out->source, sizeof(out->source), "credentials file %s", path);
     return rc;
+}
+
+int om_creds_file_check(const struct stat *st, uid_t uid)
+{
+    if (!S_ISREG(st->st_mode))
+        return -EINVAL;
+    if (st->st_uid != uid && st->st_uid != 0)
+        return -EPERM;
+    if (st->st_mode & 077)
+        return -EACCES;
+    return 0;
 }
 
 int om_creds_resolve(const struct om_creds_options *opt, struct om_creds *out, char *err,

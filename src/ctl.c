@@ -2,6 +2,7 @@
 #include "objmount/ctl.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -55,6 +56,47 @@ int om_ctl_socket_path(const char *mountpoint, uid_t uid, char *out, size_t n)
     return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
 }
 
+/* ---- protocol ---- */
+
+int om_ctl_parse(const char *line, size_t len, struct om_ctl_cmd *out)
+{
+    static const struct {
+        const char *word;
+        enum om_ctl_kind kind;
+    } words[] = {
+        {"status", OM_CTL_STATUS},
+        {"stats", OM_CTL_STATS},
+        {"stats prometheus", OM_CTL_STATS_PROMETHEUS},
+        {"status json", OM_CTL_STATUS_JSON},
+        {"stats json", OM_CTL_STATS_JSON},
+        {"ping", OM_CTL_PING},
+    };
+    memset(out, 0, sizeof(*out));
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (strlen(words[i].word) == len && memcmp(line, words[i].word, len) == 0) {
+            out->kind = words[i].kind;
+            return 0;
+        }
+    }
+    if (len > 6 && memcmp(line, "drain ", 6) == 0 &&
+        om_parse_uint_n(line + 6, len - 6, OM_CTL_DRAIN_MAX_S, &out->drain_s) == 0) {
+        out->kind = OM_CTL_DRAIN;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int om_ctl_trust(const struct stat *dir, const struct stat *sock, uid_t expected)
+{
+    bool dir_ok = S_ISDIR(dir->st_mode) && (dir->st_uid == expected || dir->st_uid == 0) &&
+                  (dir->st_mode & 022) == 0;
+    bool sock_ok =
+        !sock || (S_ISSOCK(sock->st_mode) && (sock->st_uid == expected || sock->st_uid == 0));
+    return dir_ok && sock_ok ? 0 : -EPERM;
+}
+
 /* ---- server ---- */
 
 static void answer(struct om_ctl *c, int fd)
@@ -63,7 +105,9 @@ static void answer(struct om_ctl *c, int fd)
     socklen_t cl = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
         (cred.uid != 0 && cred.uid != c->owner)) {
-        dprintf(fd, "error: permission denied\n");
+        static const char denied[] = "error: permission denied\n";
+        if (send(fd, denied, sizeof(denied) - 1, MSG_NOSIGNAL) < 0)
+            om_debug("admin socket: a refused peer went away");
         return;
     }
     char cmd[256];
@@ -79,21 +123,23 @@ static void answer(struct om_ctl *c, int fd)
     }
     cmd[n] = '\0';
     struct om_buf out = {0};
-    int rc = 0;
-    if (strcmp(cmd, "status") == 0) {
+    struct om_ctl_cmd req;
+    int rc = om_ctl_parse(cmd, n, &req);
+    if (rc) {
+        rc = om_buf_printf(&out, "error: unknown command\n");
+    } else if (req.kind == OM_CTL_STATUS) {
         rc = om_stats_render(c->src, OM_STATS_STATUS, &out);
-    } else if (strcmp(cmd, "stats") == 0) {
+    } else if (req.kind == OM_CTL_STATS) {
         rc = om_stats_render(c->src, OM_STATS_TEXT, &out);
-    } else if (strcmp(cmd, "stats prometheus") == 0) {
+    } else if (req.kind == OM_CTL_STATS_PROMETHEUS) {
         rc = om_stats_render(c->src, OM_STATS_PROMETHEUS, &out);
-    } else if (strcmp(cmd, "status json") == 0) {
+    } else if (req.kind == OM_CTL_STATUS_JSON) {
         rc = om_stats_render(c->src, OM_STATS_STATUS_JSON, &out);
-    } else if (strcmp(cmd, "stats json") == 0) {
+    } else if (req.kind == OM_CTL_STATS_JSON) {
         rc = om_stats_render(c->src, OM_STATS_JSON, &out);
-    } else if (strncmp(cmd, "drain ", 6) == 0) {
+    } else if (req.kind == OM_CTL_DRAIN) {
         /* wait until no commit is under way, up to the timeout */
-        int timeout = atoi(cmd + 6);
-        uint64_t deadline = om_now_ms() + (uint64_t)(timeout > 0 ? timeout : 0) * 1000;
+        uint64_t deadline = om_now_ms() + req.drain_s * 1000;
         struct om_writers_stats w = {0};
         for (;;) {
             if (c->src->writers)
@@ -109,15 +155,14 @@ static void answer(struct om_ctl *c, int fd)
             }
             usleep(100000);
         }
-    } else if (strcmp(cmd, "ping") == 0) {
-        rc = om_buf_printf(&out, "pong\n");
     } else {
-        rc = om_buf_printf(&out, "error: unknown command '%s'\n", cmd);
+        rc = om_buf_printf(&out, "pong\n");
     }
     if (!rc && out.len) {
         size_t off = 0;
         while (off < out.len) {
-            ssize_t w = write(fd, out.data + off, out.len - off);
+            /* MSG_NOSIGNAL: a client that went away is not a SIGPIPE */
+            ssize_t w = send(fd, out.data + off, out.len - off, MSG_NOSIGNAL);
             if (w <= 0)
                 break;
             off += (size_t)w;
@@ -152,9 +197,9 @@ static int mkdir_owned(const char *dir)
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return -errno;
     struct stat st;
-    if (stat(dir, &st) != 0)
+    if (lstat(dir, &st) != 0) /* lstat: a symlink planted in /tmp is not ours */
         return -errno;
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
         return -EPERM; /* someone else's directory: do not put a socket there */
     return 0;
 }
@@ -226,24 +271,78 @@ void om_ctl_stop(struct om_ctl *c)
 
 /* ---- client ---- */
 
-static int request_at(const char *path, const char *command, char **reply, int timeout_s)
+/* Is the socket at path one that expected (or root) put there? Its
+ * directory must be theirs and writable by nobody else. 0, -ENOENT or -EPERM. */
+static int socket_trusted(const char *path, uid_t expected)
+{
+    char dir[256];
+    if (om_strlcpy(dir, path, sizeof(dir)))
+        return -ENAMETOOLONG;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return -EPERM;
+    *slash = '\0';
+    struct stat ds, ss;
+    if (lstat(dir, &ds) != 0 || lstat(path, &ss) != 0)
+        return errno == ENOENT ? -ENOENT : -errno;
+    if (om_ctl_trust(&ds, &ss, expected)) {
+        om_warn("admin socket %s: not trusted (its directory must belong to uid %u or root and "
+                "be writable by nobody else)",
+                path, (unsigned)expected);
+        return -EPERM;
+    }
+    return 0;
+}
+
+static int request_at(const char *path, uid_t expected, const char *command, char **reply,
+                      int timeout_s)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (om_strlcpy(a.sun_path, path, sizeof(a.sun_path)))
         return -ENAMETOOLONG;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = socket_trusted(path, expected);
+    if (rc)
+        return rc;
+    /* non-blocking: a daemon that stopped accepting (full backlog) must not
+     * hang the client; connect is retried until the timeout */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    uint64_t deadline = om_now_ms() + (uint64_t)(timeout_s > 0 ? timeout_s : 1) * 1000;
+    while (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        int e = errno;
+        if ((e == EAGAIN || e == EINTR) && om_now_ms() < deadline) {
+            usleep(20000);
+            continue;
+        }
+        close(fd);
+        return e == ECONNREFUSED ? -ENOENT : e == EAGAIN ? -ETIMEDOUT : -e;
+    }
+    /* the listening peer must be the user we expect, or root */
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+        (cred.uid != expected && cred.uid != 0)) {
+        om_warn("admin socket %s: answered by uid %d, expected %u or root; not used", path,
+                (int)cred.uid, (unsigned)expected);
+        close(fd);
+        return -EPERM;
+    }
+    struct om_buf cmdline = {0};
+    if (om_buf_printf(&cmdline, "%s\n", command)) {
+        close(fd);
+        return -ENOMEM;
+    }
+    ssize_t sent = send(fd, cmdline.data, cmdline.len, MSG_NOSIGNAL);
+    om_buf_free(&cmdline);
+    if (sent < 0) {
         int e = -errno;
         close(fd);
-        return e == -ECONNREFUSED ? -ENOENT : e;
+        return e;
     }
-    dprintf(fd, "%s\n", command);
     shutdown(fd, SHUT_WR);
     struct om_buf b = {0};
     char chunk[4096];
-    int rc = 0;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int pr = poll(&p, 1, timeout_s * 1000);
@@ -252,7 +351,7 @@ static int request_at(const char *path, const char *command, char **reply, int t
             break;
         }
         ssize_t r = read(fd, chunk, sizeof(chunk));
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (r <= 0)
             break;
@@ -282,7 +381,7 @@ int om_ctl_request(const char *mountpoint, uid_t owner, const char *command, cha
         if (i > 0 && (uids[i] == uids[0] || (i == 2 && uids[2] == uids[1])))
             continue;
         if (om_ctl_socket_path(mountpoint, uids[i], path, sizeof(path)) == 0)
-            rc = request_at(path, command, reply, timeout_s);
+            rc = request_at(path, uids[i], command, reply, timeout_s);
     }
     return rc;
 }

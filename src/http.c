@@ -83,6 +83,23 @@ void om_headers_free(struct om_header_list *l)
     memset(l, 0, sizeof(*l));
 }
 
+int om_http_parse_content_range(const char *v, uint64_t *first, uint64_t *last, uint64_t *total)
+{
+    const char *p = v ? om_str_skip_prefix_ci(v, "bytes ") : NULL;
+    const char *dash = p ? strchr(p, '-') : NULL;
+    const char *slash = dash ? strchr(dash, '/') : NULL;
+    uint64_t a, b, t = UINT64_MAX;
+    if (!slash || om_parse_uint_n(p, (size_t)(dash - p), OM_UINT_MAX, &a) ||
+        om_parse_uint_n(dash + 1, (size_t)(slash - dash - 1), OM_UINT_MAX, &b) || b < a)
+        return -EINVAL;
+    if (strcmp(slash + 1, "*") != 0 && (om_parse_uint(slash + 1, OM_UINT_MAX, &t) || b >= t))
+        return -EINVAL;
+    *first = a;
+    *last = b;
+    *total = t;
+    return 0;
+}
+
 /* ---- engine state ---- */
 
 struct om_http_xfer {
@@ -91,6 +108,7 @@ struct om_http_xfer {
     om_http_done_fn done;
     void *ud;
     CURL *easy;
+    CURLU *curlu; /* the URL of this attempt, as signed (om_url_curlu) */
     struct curl_slist *slist;
     char curl_err[CURL_ERROR_SIZE];
     uint64_t body_pos;
@@ -282,7 +300,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
         /* a new response (after 100 Continue, or the only one) */
         om_headers_free(&req->resp_headers);
         const char *sp = memchr(p, ' ', len);
-        x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        uint64_t st = 0;
+        x->status =
+            sp && sp + 4 <= p + len && om_parse_uint_n(sp + 1, 3, 999, &st) == 0 ? (long)st : 0;
         return len;
     }
     const char *colon = memchr(p, ':', len);
@@ -513,7 +533,14 @@ static int start_attempt(struct om_http_xfer *x)
         return -ENOMEM;
     }
     x->easy = e;
-    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    x->curlu = om_url_curlu(req->url);
+    if (!x->curlu) {
+        om_url_free(&u);
+        easy_put(h, e);
+        x->easy = NULL;
+        return -ENOMEM;
+    }
+    curl_easy_setopt(e, CURLOPT_CURLU, x->curlu);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_SHARE, h->share);
@@ -577,6 +604,8 @@ static int start_attempt(struct om_http_xfer *x)
     if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
         easy_put(h, e);
         x->easy = NULL;
+        curl_url_cleanup(x->curlu);
+        x->curlu = NULL;
         return -ENOMEM;
     }
     h->active[h->nactive++] = x;
@@ -596,6 +625,8 @@ static void detach(struct om_http_xfer *x)
     curl_multi_remove_handle(h->multi, x->easy);
     easy_put(h, x->easy);
     x->easy = NULL;
+    curl_url_cleanup(x->curlu);
+    x->curlu = NULL;
     for (int i = 0; i < h->nactive; i++) {
         if (h->active[i] == x) {
             h->active[i] = h->active[--h->nactive];
@@ -659,7 +690,11 @@ static int follow_redirect(struct om_http_xfer *x, const char *location)
         req->method = "GET";
         req->body.kind = OM_BODY_NONE;
     }
-    om_debug("%s: redirect %ld to %s", req->op ? req->op : req->method, x->status, next);
+    if (om_log_enabled(OM_LOG_DEBUG)) {
+        char shown[512];
+        om_url_redact(next, shown, sizeof(shown));
+        om_debug("%s: redirect %ld to %s", req->op ? req->op : req->method, x->status, shown);
+    }
     free(req->url);
     req->url = next;
     req->redirects++;
@@ -673,9 +708,14 @@ static long retry_after_ms(const struct om_http_req *req)
     const char *v = om_headers_get(&req->resp_headers, "Retry-After");
     if (!v)
         return 0;
-    char *end;
-    long s = strtol(v, &end, 10);
-    return (end != v && s > 0) ? s * 1000 : 0;
+    /* delay-seconds (RFC 9110) or an HTTP date; the caller caps the delay */
+    uint64_t s = 0;
+    time_t when;
+    if (om_parse_uint(v, 86400, &s) == -ERANGE)
+        s = 86400;
+    else if (s == 0 && om_parse_http_date(v, &when) == 0 && when > time(NULL))
+        s = (uint64_t)OM_MIN(when - time(NULL), (time_t)86400);
+    return (long)s * 1000;
 }
 
 /* An attempt ended: finish, retry or redirect. */
@@ -734,7 +774,9 @@ static void attempt_done(struct om_http_xfer *x, CURLcode cc)
     } else if (is_2xx(status)) {
         const char *cl = om_headers_get(&req->resp_headers, "Content-Length");
         bool head = strcmp(req->method, "HEAD") == 0;
-        if (!head && cl && strtoull(cl, NULL, 10) != x->received) {
+        uint64_t want = 0;
+        bool bad_cl = cl && om_parse_uint(cl, OM_UINT_MAX, &want) != 0;
+        if (!head && cl && (bad_cl || want != x->received)) {
             atomic_fetch_add(&h->st.short_bodies, 1);
             req->error = -EIO;
             snprintf(req->errmsg, sizeof(req->errmsg),

@@ -10,6 +10,8 @@
 #include <syslog.h>
 #include <time.h>
 
+#include "objmount/util.h"
+
 static atomic_int log_level = OM_LOG_WARN;
 static atomic_bool log_syslog = false;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -69,16 +71,88 @@ bool om_log_last_problem(char *buf, size_t n, time_t *when)
     return have;
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t k;
+    unsigned cp;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        k = 2;
+        cp = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        k = 3;
+        cp = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        k = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < k)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    /* C1 controls (U+0080..U+009F) act as escapes on some terminals */
+    if (k == 2 && cp < 0xa0)
+        return 0;
+    return k;
+}
+
+size_t om_log_escape(const char *s, size_t len, char *out, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (o + 1 < n)                                                                             \
+            out[o] = (char)(c);                                                                    \
+        o++;                                                                                       \
+    } while (0)
+    for (size_t i = 0; i < len;) {
+        size_t k = p[i] < 0x80 ? 1 : utf8_len(p + i, len - i);
+        if (k == 1 && p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\') {
+            PUT(p[i]);
+        } else if (k == 1 && p[i] == '\\') {
+            PUT('\\');
+            PUT('\\');
+        } else if (k > 1) {
+            for (size_t j = 0; j < k; j++)
+                PUT(p[i + j]);
+            i += k;
+            continue;
+        } else {
+            PUT('\\');
+            PUT('x');
+            PUT(hex[p[i] >> 4]);
+            PUT(hex[p[i] & 15]);
+        }
+        i++;
+    }
+#undef PUT
+    if (n)
+        out[o < n ? o : n - 1] = '\0';
+    return o;
+}
+
 void om_log(enum om_log_level level, const char *fmt, ...)
 {
     bool problem = level <= OM_LOG_WARN;
     if (!om_log_enabled(level) && !problem)
         return;
-    char msg[2048];
+    char raw[2048], msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int rn = vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    size_t rlen = rn < 0 ? 0 : OM_MIN((size_t)rn, sizeof(raw) - 1);
+    om_log_escape(raw, rlen, msg, sizeof(msg));
     if (problem) {
         pthread_mutex_lock(&log_lock);
         snprintf(last_problem, sizeof(last_problem), "%.511s", msg);

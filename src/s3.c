@@ -116,6 +116,17 @@ static bool dns_compatible(const char *bucket)
     return true;
 }
 
+bool om_region_valid(const char *region)
+{
+    if (!region || !*region)
+        return false;
+    for (const char *c = region; *c; c++) {
+        if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-'))
+            return false;
+    }
+    return true;
+}
+
 static bool is_aws_host(const char *host)
 {
     size_t n = strlen(host);
@@ -171,6 +182,8 @@ struct om_s3 *om_s3_new(struct om_http *http, const struct om_s3_config *cfg,
         break;
     }
     s3->sign_payload = cfg->sign_payload;
+    if (cfg->redirect_hosts && !(s3->redirect_hosts = strdup(cfg->redirect_hosts)))
+        goto nomem;
     om_strlcpy(s3->region, cfg->region && *cfg->region ? cfg->region : "us-east-1",
                sizeof(s3->region));
     pthread_mutex_init(&s3->lock, NULL);
@@ -181,6 +194,7 @@ nomem:
         free(s3->host);
         free(s3->prefix);
         free(s3->bucket);
+        free(s3->redirect_hosts);
         om_creds_clear(&s3->creds);
         free(s3);
     }
@@ -196,6 +210,7 @@ void om_s3_free(struct om_s3 *s3)
     free(s3->host);
     free(s3->prefix);
     free(s3->bucket);
+    free(s3->redirect_hosts);
     om_creds_clear(&s3->creds);
     free(s3);
 }
@@ -253,6 +268,19 @@ static bool signed_header(const char *name)
            strcasecmp(name, "content-type") == 0;
 }
 
+/* May this request's URL carry the credentials? (om_creds_allowed decides) */
+static bool creds_go_to(struct om_s3 *s3, const struct om_url *u)
+{
+    pthread_mutex_lock(&s3->lock);
+    bool ok = om_creds_allowed(s3->host, s3->vhost ? s3->bucket : NULL,
+                               s3->redirect_hosts ? s3->redirect_hosts
+                               : s3->aws          ? "*.amazonaws.com"
+                                                  : NULL,
+                               u->host, u->https, s3->creds.bearer_token != NULL);
+    pthread_mutex_unlock(&s3->lock);
+    return ok;
+}
+
 static int hook_sign(void *ud, const struct om_http_req *req, const char *url,
                      struct om_header_list *out)
 {
@@ -260,13 +288,21 @@ static int hook_sign(void *ud, const struct om_http_req *req, const char *url,
     struct om_s3 *s3 = c->s3;
     if (s3->creds.anonymous)
         return 0;
-    if (s3->creds.bearer_token)
-        return om_headers_addf(out, "Authorization", "Bearer %s", s3->creds.bearer_token);
-
     struct om_url u;
     int rc = om_url_parse(url, &u);
     if (rc)
         return rc;
+    if (!creds_go_to(s3, &u)) {
+        om_debug("%s: %s is neither the endpoint host nor in redirect_hosts: sent without "
+                 "credentials",
+                 req->op ? req->op : req->method, u.host);
+        om_url_free(&u);
+        return 0;
+    }
+    if (s3->creds.bearer_token) {
+        om_url_free(&u);
+        return om_headers_addf(out, "Authorization", "Bearer %s", s3->creds.bearer_token);
+    }
     char *host = om_url_host_header(&u);
     struct om_header *hs = calloc(req->headers.n + 1, sizeof(*hs));
     if (!host || !hs) {
@@ -316,8 +352,10 @@ static int hook_region_redirect(void *ud, struct om_http_req *req, const char *r
 {
     struct om_s3_call *c = ud;
     struct om_s3 *s3 = c->s3;
-    if (!*region || strlen(region) >= sizeof(s3->region))
+    if (!om_region_valid(region) || strlen(region) >= sizeof(s3->region)) {
+        om_warn("bucket %s: ignoring an invalid x-amz-bucket-region from the server", s3->bucket);
         return -EINVAL;
+    }
     pthread_mutex_lock(&s3->lock);
     bool same = strcmp(s3->region, region) == 0;
     char *newhost = NULL;
@@ -503,13 +541,12 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
 {
     memset(obj, 0, sizeof(*obj));
     const char *v;
-    if ((v = om_headers_get(h, "Content-Length")))
-        obj->size = strtoull(v, NULL, 10);
-    if ((v = om_headers_get(h, "Content-Range"))) {
-        const char *slash = strchr(v, '/');
-        if (slash && slash[1] != '*')
-            obj->size = strtoull(slash + 1, NULL, 10);
-    }
+    uint64_t a, b, total;
+    if ((v = om_headers_get(h, "Content-Length")) && om_parse_uint(v, OM_UINT_MAX, &total) == 0)
+        obj->size = total;
+    if ((v = om_headers_get(h, "Content-Range")) &&
+        om_http_parse_content_range(v, &a, &b, &total) == 0 && total != UINT64_MAX)
+        obj->size = total;
     if ((v = om_headers_get(h, "Last-Modified")))
         om_parse_http_date(v, &obj->mtime);
     si_copy_etag(om_headers_get(h, "ETag"), obj->etag);
@@ -522,8 +559,10 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
     obj->has_gid = parse_u32(om_headers_get(h, "x-amz-meta-gid"), &obj->gid, 10);
     if ((v = om_headers_get(h, "x-amz-meta-mtime")) && *v) {
         char *end;
+        errno = 0;
         double t = strtod(v, &end);
-        if (end != v && t >= 0) {
+        /* seconds since the epoch, up to the year 9999; anything else is ignored */
+        if (end != v && !*end && !errno && t >= 0 && t < 253402300800.0) {
             obj->has_mtime = true;
             obj->meta_mtime.tv_sec = (time_t)t;
             obj->meta_mtime.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
@@ -618,19 +657,19 @@ static int get_sink_data(void *ud, const char *p, size_t n)
         c->range_checked = true;
         const char *cr = om_headers_get(&c->req.resp_headers, "Content-Range");
         if (cr) {
-            uint64_t a, b;
-            char total[32] = "";
-            if (sscanf(cr, "bytes %" SCNu64 "-%" SCNu64 "/%31s", &a, &b, total) != 3 ||
-                a != g->off || b < a)
+            uint64_t a, b, total;
+            if (om_http_parse_content_range(cr, &a, &b, &total) || a != g->off)
                 return -EIO;
             c->skip = 0;
             c->range_len = b - a + 1;
-            c->total = total[0] == '*' ? UINT64_MAX : strtoull(total, NULL, 10);
+            c->total = total;
         } else {
             /* 200: the server sent the whole object */
             const char *cl = om_headers_get(&c->req.resp_headers, "Content-Length");
             c->skip = g->off;
-            c->total = cl ? strtoull(cl, NULL, 10) : UINT64_MAX;
+            c->total = UINT64_MAX;
+            if (cl && om_parse_uint(cl, OM_UINT_MAX, &c->total))
+                return -EIO;
             c->range_len = UINT64_MAX;
         }
         int rc = get_check_version(g, c->total);

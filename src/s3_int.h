@@ -18,6 +18,7 @@ struct om_s3 {
     bool vhost;
     bool aws;
     bool sign_payload;
+    char *redirect_hosts; /* NULL: only the endpoint host (and *.amazonaws.com on AWS) */
     struct om_creds creds;
     pthread_mutex_t lock; /* guards region and host (they change on region redirects) */
     char region[64];

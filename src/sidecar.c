@@ -100,24 +100,6 @@ static int decode(const char *v, const char *end, char *out, size_t n)
     return 0;
 }
 
-/* Decimal digits only, no sign, no overflow past max. */
-static int decimal(const char *s, uint64_t max, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (!*s)
-        return -EINVAL;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -EINVAL;
-        unsigned d = (unsigned)(*s - '0');
-        if (d > max || v > (max - d) / 10)
-            return -EINVAL;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
-}
-
 int om_sidecar_parse(const char *text, size_t len, struct om_sidecar *out)
 {
     memset(out, 0, sizeof(*out));
@@ -177,7 +159,7 @@ int om_sidecar_parse(const char *text, size_t len, struct om_sidecar *out)
         else if (strcmp(name, "base_exists") == 0)
             max = 1;
         if (!known && max) { /* a number */
-            if (decode(v, eol, num, sizeof(num)) || decimal(num, max, dst))
+            if (decode(v, eol, num, sizeof(num)) || om_parse_uint(num, max, dst))
                 return -EINVAL;
             if (strcmp(name, "pid") == 0)
                 out->pid = (long)x;

@@ -2,6 +2,7 @@
 #include "objmount/util.h"
 
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -113,6 +114,30 @@ char *om_str_trim(char *s)
     memmove(s, start, n);
     s[n] = '\0';
     return s;
+}
+
+int om_parse_uint_n(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    if (!s || len == 0)
+        return -EINVAL;
+    if (max > OM_UINT_MAX)
+        max = OM_UINT_MAX;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (d > max || v > (max - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int om_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+    return s ? om_parse_uint_n(s, strlen(s), max, out) : -EINVAL;
 }
 
 int om_parse_size(const char *s, uint64_t *out)
@@ -228,11 +253,9 @@ int om_parse_iso8601(const char *s, time_t *out)
 
 int om_parse_http_date(const char *s, time_t *out)
 {
-    struct tm tm = {0};
-    const char *end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    if (!end)
+    if (!s || !*s)
         return -EINVAL;
-    time_t t = timegm(&tm);
+    time_t t = curl_getdate(s, NULL);
     if (t == (time_t)-1)
         return -EINVAL;
     *out = t;

@@ -64,7 +64,8 @@ struct om_list_parser {
 
 static enum elem classify(const struct om_list_parser *p, const char *name)
 {
-    enum elem parent = p->depth > 0 ? p->stack[p->depth - 1] : E_OTHER;
+    /* below MAX_DEPTH nothing is tracked: no parent to look up (found by fuzz_xml_list) */
+    enum elem parent = p->depth > 0 && p->depth <= MAX_DEPTH ? p->stack[p->depth - 1] : E_OTHER;
     if (p->depth == 0) {
         if (strcmp(name, "ListBucketResult") == 0)
             return E_ROOT_LIST;
@@ -229,7 +230,9 @@ static void on_end(void *ctx, const xmlChar *localname, const xmlChar *prefix, c
         rc = store_key(p, &p->key);
         break;
     case E_SIZE:
-        p->size = strtoull(text_of(p), NULL, 10);
+        /* a size that is not a number below 2^63 makes the page invalid */
+        if (om_parse_uint(p->text.data ? om_str_trim(p->text.data) : "", OM_UINT_MAX, &p->size))
+            rc = -EPROTO;
         break;
     case E_LAST_MODIFIED:
         if (om_parse_iso8601(text_of(p), &p->mtime))

@@ -19,6 +19,8 @@ build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl
 test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc rsync git s3fs
            python3-pil python3-numpy python3-h5py python3-torch python3-torchvision
            dpkg-dev debhelper lintian systemd man-db)  # the Debian package test
+# Fuzzing (tools/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
+fuzz_pkgs=(clang libclang-rt-14-dev llvm)
 # Benchmarks: the peers and the tools that measure them.
 bench_pkgs=(rclone fio python3-matplotlib)
 
@@ -49,7 +51,7 @@ run_root() {
 
 command -v dpkg-query >/dev/null 2>&1 || die "this script needs Debian (dpkg-query not found)"
 
-wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${bench_pkgs[@]}")
+wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${fuzz_pkgs[@]}" "${bench_pkgs[@]}")
 # Node.js: Debian's nodejs and npm unless a node with npm is already installed
 # (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -196,11 +196,19 @@ static int cmd_status(void)
         kv(reply, "prefix", p, sizeof(p));
         char bucket[600];
         snprintf(bucket, sizeof(bucket), "%s%s%s", b, p[0] ? ":" : "", p);
-        human_duration(atol(kv(reply, "uptime_s", up, sizeof(up))), upt, sizeof(upt));
+        uint64_t up_s = 0;
+        if (om_parse_uint(kv(reply, "uptime_s", up, sizeof(up)), OM_UINT_MAX, &up_s))
+            up_s = 0;
+        human_duration((long)up_s, upt, sizeof(upt));
+        /* text a server or a key may have shaped: no terminal escapes */
+        char shown[1024];
+        kv(reply, "last_error", last, sizeof(last));
+        om_log_escape(last, strlen(last), shown, sizeof(shown));
         printf("%-28s %-24s %-32s %7s %5s %7s %8s  %s\n", mounts[i].point, bucket,
-               kv(reply, "endpoint", e, sizeof(e)), upt, kv(reply, "open_files", open, sizeof(open)),
+               kv(reply, "endpoint", e, sizeof(e)), upt,
+               kv(reply, "open_files", open, sizeof(open)),
                kv(reply, "commits_in_flight", commits, sizeof(commits)),
-               kv(reply, "recovery_files", rec, sizeof(rec)), kv(reply, "last_error", last, sizeof(last))[0] ? last : "-");
+               kv(reply, "recovery_files", rec, sizeof(rec)), shown[0] ? shown : "-");
         free(reply);
     }
     return status;
@@ -767,7 +775,9 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
     doctor_bounded(&head, "object request", cfg->endpoint, timeout_s);
     struct om_http_stats st;
     om_http_get_stats(c.http, &st);
-    printf("[info] redirects seen: %" PRIu64 " (followed by objmount, re-signed per hop)\n",
+    printf("[info] redirects seen: %" PRIu64
+           " (followed by objmount; credentials go only to the endpoint host and "
+           "redirect_hosts)\n",
            st.redirects);
     om_url_free(&u);
     om_client_close(&c);
@@ -813,13 +823,17 @@ int main(int argc, char **argv)
             force = true;
         } else if (strcmp(a, "--watch") == 0) {
             watch = 2;
-            if (i + 1 < argc && atoi(argv[i + 1]) > 0)
-                watch = atoi(argv[++i]);
+            uint64_t w;
+            if (i + 1 < argc && om_parse_uint(argv[i + 1], 86400, &w) == 0 && w > 0) {
+                watch = (int)w;
+                i++;
+            }
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
-            timeout = atoi(argv[++i]);
+            uint64_t t;
+            if (om_parse_uint(argv[++i], 86400, &t) || t == 0)
+                return fail("--timeout wants a number of seconds (1 to 86400)");
+            timeout = (int)t;
             timeout_given = true;
-            if (timeout <= 0)
-                return fail("--timeout wants a number of seconds");
         } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
             older = argv[++i];
         } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {

@@ -395,9 +395,13 @@ int main(int argc, char **argv)
         case O_START:
             lp.start_after = optarg;
             break;
-        case O_MAXKEYS:
-            lp.max_keys = atoi(optarg);
+        case O_MAXKEYS: {
+            uint64_t mk;
+            if (om_parse_uint(optarg, 1000000, &mk))
+                return fprintf(stderr, "om-s3: --max-keys wants a number\n"), 2;
+            lp.max_keys = (int)mk;
             break;
+        }
         case O_TOKEN:
             lp.continuation = optarg;
             break;

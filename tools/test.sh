@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run every test of objmount from a fresh clone: install what is missing,
 # build, unit tests, unit tests under AddressSanitizer + UBSan, then the
-# integration, fault and loader tests against a real S3 server.
+# libFuzzer targets for a short bounded time (OBJMOUNT_FUZZ_SECONDS, default
+# 12 per target), then the integration, fault and loader tests against a
+# real S3 server.
 #
 #   tools/test.sh              everything
 #   tools/test.sh -k EXPR      pass EXPR to pytest (unit tests still run)
@@ -28,6 +30,9 @@ echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 ninja -C "$asan"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
     meson test -C "$asan" --suite unit --print-errorlogs
+
+echo "== fuzz targets, ${OBJMOUNT_FUZZ_SECONDS:-12} s each (tools/fuzz.sh for longer runs)"
+"$root/tools/fuzz.sh" "${OBJMOUNT_FUZZ_SECONDS:-12}"
 
 echo "== integration, fault and loader tests"
 export OBJMOUNT_BUILD_DIR="$build"

@@ -31,6 +31,7 @@ struct om_config {
     char *ca_bundle;
     bool no_check_certificate;
     char *proxy;
+    char *redirect_hosts; /* hosts besides the endpoint's that may get credentials */
 
     /* credentials */
     char *credentials;

@@ -16,6 +16,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 struct om_creds {
     char *access_key;
@@ -40,6 +43,18 @@ struct om_creds_options {
  * human sentence. On failure *out is empty. */
 int om_creds_resolve(const struct om_creds_options *opt, struct om_creds *out, char *err,
                      size_t errlen);
+
+/* Parse a credentials file's text: s3fs passwd lines ("KEY:SECRET",
+ * "BUCKET:KEY:SECRET" for bucket, which wins) or, when a line starts with
+ * '[', the AWS ini section [profile] ("default" when NULL). Empty keys or
+ * secrets count as absent. Fills out (caller clears it); 0, -EINVAL (no
+ * credential in it) or -ENOMEM. Pure but for reading f. */
+int om_creds_parse_stream(FILE *f, const char *bucket, const char *profile, struct om_creds *out);
+
+/* The checks on a credentials file, made on the opened descriptor: a
+ * regular file (-EINVAL), owned by uid or root (-EPERM), not readable or
+ * writable by group or others (-EACCES). 0 when fine. Pure. */
+int om_creds_file_check(const struct stat *st, uid_t uid);
 
 /* Wipe and free every field. */
 void om_creds_clear(struct om_creds *c);

@@ -8,6 +8,7 @@
 #define OBJMOUNT_CTL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "objmount/stats.h"
@@ -17,6 +18,35 @@
  * directory exists, else /tmp/objmount-UID; the name is derived from the
  * mount point. Returns 0 or -ENAMETOOLONG. */
 int om_ctl_socket_path(const char *mountpoint, uid_t uid, char *out, size_t n);
+
+/* ---- protocol: one line per connection ---- */
+
+enum om_ctl_kind {
+    OM_CTL_STATUS = 1,
+    OM_CTL_STATS,
+    OM_CTL_STATS_PROMETHEUS,
+    OM_CTL_DRAIN,
+    OM_CTL_PING,
+    OM_CTL_STATUS_JSON,
+    OM_CTL_STATS_JSON
+};
+#define OM_CTL_DRAIN_MAX_S (7ULL * 86400)
+
+struct om_ctl_cmd {
+    enum om_ctl_kind kind;
+    uint64_t drain_s; /* OM_CTL_DRAIN: seconds to wait, at most OM_CTL_DRAIN_MAX_S */
+};
+
+/* Parse one request line line[0..len) (no newline; a trailing CR is
+ * ignored). 0, or -EINVAL for anything else. Pure. */
+int om_ctl_parse(const char *line, size_t len, struct om_ctl_cmd *out);
+
+/* May a client trust a socket? dir (lstat of its directory) must be a
+ * directory owned by expected or root and not group/world writable; sock
+ * (lstat of the socket; NULL to skip) a socket owned by expected or root.
+ * 0 or -EPERM. Pure. */
+struct stat;
+int om_ctl_trust(const struct stat *dir, const struct stat *sock, uid_t expected);
 
 struct om_ctl;
 

@@ -37,6 +37,10 @@ int om_headers_addf(struct om_header_list *l, const char *name, const char *fmt,
 const char *om_headers_get(const struct om_header_list *l, const char *name);
 void om_headers_free(struct om_header_list *l);
 
+/* Parse "bytes FIRST-LAST/TOTAL" (TOTAL may be '*': *total = UINT64_MAX).
+ * Numbers through om_parse_uint; FIRST <= LAST < TOTAL. 0 or -EINVAL. */
+int om_http_parse_content_range(const char *v, uint64_t *first, uint64_t *last, uint64_t *total);
+
 struct om_http_config {
     long connect_timeout_ms; /* TCP + TLS connect */
     long stall_timeout_ms;   /* abort an attempt when no byte moves for this long */

@@ -33,6 +33,13 @@ void om_log(enum om_log_level level, const char *fmt, ...) __attribute__((format
  * output. Returns false when there was none. */
 bool om_log_last_problem(char *buf, size_t n, time_t *when);
 
+/* Copy s[0..len) into out (size n, always NUL-terminated when n > 0) with
+ * control bytes, DEL, backslash and bytes that are not valid UTF-8 written as
+ * \xNN (backslash as \\), so a key or a server string cannot forge log lines
+ * or terminal escapes. Returns the length the full escape needs (like
+ * snprintf). Every log line goes through it (om_log). Pure. */
+size_t om_log_escape(const char *s, size_t len, char *out, size_t n);
+
 #define om_error(...) om_log(OM_LOG_ERROR, __VA_ARGS__)
 #define om_warn(...) om_log(OM_LOG_WARN, __VA_ARGS__)
 #define om_info(...) om_log(OM_LOG_INFO, __VA_ARGS__)

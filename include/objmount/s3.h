@@ -35,6 +35,7 @@ struct om_s3_config {
     const char *region;
     enum om_addressing addressing;
     bool sign_payload; /* hash file bodies too (default: UNSIGNED-PAYLOAD for them) */
+    const char *redirect_hosts; /* hosts besides the endpoint's that get credentials */
 };
 
 struct om_s3_error {
@@ -69,6 +70,9 @@ void om_s3_free(struct om_s3 *s3);
 void om_s3_region(struct om_s3 *s3, char *out, size_t outlen);
 /* Engine used by this client. */
 struct om_http *om_s3_http(struct om_s3 *s3);
+
+/* A region name is [a-z0-9-]+ (it becomes part of a host name). */
+bool om_region_valid(const char *region);
 
 /* Map an S3 error code (or, without one, the HTTP status) to -errno. */
 int om_s3_errno(long status, const char *code);

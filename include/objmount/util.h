@@ -39,6 +39,15 @@ const char *om_str_skip_prefix_ci(const char *s, const char *prefix);
 /* Trim ASCII whitespace at both ends in place; returns s. */
 char *om_str_trim(char *s);
 
+/* The one parser for a plain decimal number from a server or a user: digits
+ * only (no sign, space or suffix), at most max and never above 2^63-1 (so it
+ * fits off_t and time_t). Returns 0, -EINVAL (not a number) or -ERANGE (too
+ * large); *out is untouched on failure. */
+#define OM_UINT_MAX ((uint64_t)INT64_MAX)
+int om_parse_uint(const char *s, uint64_t max, uint64_t *out);
+/* The same for s[0..len) (not NUL-terminated). */
+int om_parse_uint_n(const char *s, size_t len, uint64_t max, uint64_t *out);
+
 /* Parse a decimal unsigned integer with optional size suffix
  * (k, m, g, t, with optional "i" and "b": 8M, 8MiB, 1g). Returns 0 or -EINVAL. */
 int om_parse_size(const char *s, uint64_t *out);
@@ -50,7 +59,8 @@ int om_parse_bool(const char *s, bool *out);
 
 /* ISO 8601 UTC as S3 writes it ("2009-10-12T17:50:30.000Z"). -EINVAL if not. */
 int om_parse_iso8601(const char *s, time_t *out);
-/* RFC 7231 IMF-fixdate ("Wed, 12 Oct 2009 17:50:00 GMT"). */
+/* An HTTP date (IMF-fixdate, RFC 850 or asctime), via curl_getdate: no locale.
+ * Returns 0 or -EINVAL. */
 int om_parse_http_date(const char *s, time_t *out);
 
 /* Run fn(arg) on a thread of its own and wait at most timeout_ms for it,

@@ -231,6 +231,65 @@ START_TEST(test_nothing_found_says_how_to_fix)
 }
 END_TEST
 
+START_TEST(test_credentials_file_is_checked_on_what_is_opened)
+{
+    write_file("real", "KEY:SECRET\n", 0600);
+    char path[512], link[512];
+    snprintf(path, sizeof(path), "%s/real", home);
+    snprintf(link, sizeof(link), "%s/link", home);
+    ck_assert_int_eq(symlink(path, link), 0);
+    struct om_creds_options o = {.credentials_file = link};
+    struct om_creds c;
+    char err[256];
+    ck_assert_int_eq(om_creds_resolve(&o, &c, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "symbolic link"));
+    /* a file of another user is refused, even with mode 0600 */
+    o.credentials_file = path;
+    if (getuid() == 0) {
+        ck_assert_int_eq(chown(path, 4242, 4242), 0);
+        ck_assert_int_eq(om_creds_resolve(&o, &c, err, sizeof(err)), -EACCES);
+        ck_assert_ptr_nonnull(strstr(err, "uid 4242"));
+    }
+    struct stat st = {.st_mode = S_IFREG | 0600, .st_uid = 1000};
+    ck_assert_int_eq(om_creds_file_check(&st, 1000), 0);
+    st.st_uid = 0;
+    ck_assert_int_eq(om_creds_file_check(&st, 1000), 0);
+    st.st_uid = 1001;
+    ck_assert_int_eq(om_creds_file_check(&st, 1000), -EPERM);
+    st.st_uid = 1000;
+    st.st_mode = S_IFREG | 0604;
+    ck_assert_int_eq(om_creds_file_check(&st, 1000), -EACCES);
+    st.st_mode = S_IFIFO | 0600;
+    ck_assert_int_eq(om_creds_file_check(&st, 1000), -EINVAL);
+}
+END_TEST
+
+static int parse_text(const char *text, const char *bucket, struct om_creds *c)
+{
+    memset(c, 0, sizeof(*c));
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    ck_assert_ptr_nonnull(f);
+    int rc = om_creds_parse_stream(f, bucket, NULL, c);
+    fclose(f);
+    return rc;
+}
+
+START_TEST(test_empty_credential_fields_are_absent)
+{
+    struct om_creds c;
+    ck_assert_int_eq(parse_text(":\n", NULL, &c), -EINVAL);
+    om_creds_clear(&c);
+    ck_assert_int_eq(parse_text("KEY:\n:SECRET\nb::\n", "b", &c), -EINVAL);
+    om_creds_clear(&c);
+    ck_assert_int_eq(
+        parse_text("[default]\naws_access_key_id=\naws_secret_access_key=x\n", NULL, &c), -EINVAL);
+    om_creds_clear(&c);
+    ck_assert_int_eq(parse_text("K:S\nb:BK:BS\nK2:S2\n", "b", &c), 0);
+    ck_assert_str_eq(c.access_key, "BK");
+    om_creds_clear(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("creds");
@@ -243,6 +302,8 @@ int main(void)
     tcase_add_test(tc, test_credentials_file_passwd_format);
     tcase_add_test(tc, test_credentials_file_ini_format);
     tcase_add_test(tc, test_readable_credentials_file_refused);
+    tcase_add_test(tc, test_credentials_file_is_checked_on_what_is_opened);
+    tcase_add_test(tc, test_empty_credential_fields_are_absent);
     tcase_add_test(tc, test_anonymous_and_bearer);
     tcase_add_test(tc, test_nothing_found_says_how_to_fix);
     suite_add_tcase(s, tc);

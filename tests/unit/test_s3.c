@@ -157,6 +157,69 @@ START_TEST(test_object_headers)
 }
 END_TEST
 
+START_TEST(test_numbers_from_the_server_are_checked)
+{
+    uint64_t v = 7;
+    ck_assert_int_eq(om_parse_uint("0", OM_UINT_MAX, &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(om_parse_uint("9223372036854775807", OM_UINT_MAX, &v), 0);
+    ck_assert_uint_eq(v, 9223372036854775807ULL);
+    ck_assert_int_eq(om_parse_uint("9223372036854775808", OM_UINT_MAX, &v), -ERANGE);
+    ck_assert_int_eq(om_parse_uint("18446744073709551615", UINT64_MAX, &v), -ERANGE);
+    ck_assert_int_eq(om_parse_uint("99999999999999999999999", OM_UINT_MAX, &v), -ERANGE);
+    ck_assert_int_eq(om_parse_uint("-1", OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint("+1", OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint(" 1", OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint("1x", OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint("", OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint(NULL, OM_UINT_MAX, &v), -EINVAL);
+    ck_assert_int_eq(om_parse_uint("256", 255, &v), -ERANGE);
+    ck_assert_int_eq(om_parse_uint("5", 3, &v), -ERANGE);
+    ck_assert_int_eq(om_parse_uint("3", 3, &v), 0);
+
+    uint64_t a, b, t;
+    ck_assert_int_eq(om_http_parse_content_range("bytes 0-9/100", &a, &b, &t), 0);
+    ck_assert(a == 0 && b == 9 && t == 100);
+    ck_assert_int_eq(om_http_parse_content_range("bytes 5-5/*", &a, &b, &t), 0);
+    ck_assert(t == UINT64_MAX);
+    ck_assert_int_eq(om_http_parse_content_range("bytes 9-0/100", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range("bytes 0-100/100", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range("bytes -1-5/100", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range("bytes 0-5/-1", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range("bytes 0-5/", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range("bytes */100", &a, &b, &t), -EINVAL);
+    ck_assert_int_eq(om_http_parse_content_range(NULL, &a, &b, &t), -EINVAL);
+
+    time_t when;
+    ck_assert_int_eq(om_parse_http_date("Wed, 12 Oct 2009 17:50:00 GMT", &when), 0);
+    ck_assert_int_eq(when, 1255369800);
+    ck_assert_int_eq(om_parse_http_date("not a date", &when), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_bad_sizes_and_mtimes_are_ignored)
+{
+    struct om_header_list h = {0};
+    struct om_s3_object o;
+    om_headers_add(&h, "Content-Length", "-1");
+    om_headers_add(&h, "x-amz-meta-mtime", "1e300");
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_uint_eq(o.size, 0);
+    ck_assert(!o.has_mtime);
+    om_headers_free(&h);
+    om_headers_add(&h, "Content-Length", "18446744073709551615");
+    om_headers_add(&h, "x-amz-meta-mtime", "1700000000.5");
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_uint_eq(o.size, 0);
+    ck_assert(o.has_mtime && o.meta_mtime.tv_sec == 1700000000);
+    om_headers_free(&h);
+    ck_assert(om_region_valid("eu-west-1"));
+    ck_assert(!om_region_valid("evil.com/x"));
+    ck_assert(!om_region_valid("EU"));
+    ck_assert(!om_region_valid(""));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("s3");
@@ -168,6 +231,8 @@ int main(void)
     tcase_add_test(tc, test_error_table);
     tcase_add_test(tc, test_multipart_etag);
     tcase_add_test(tc, test_object_headers);
+    tcase_add_test(tc, test_numbers_from_the_server_are_checked);
+    tcase_add_test(tc, test_bad_sizes_and_mtimes_are_ignored);
     suite_add_tcase(s, tc);
     return om_check_run(s);
 }

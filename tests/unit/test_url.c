@@ -124,6 +124,79 @@ START_TEST(test_normalize_path)
 }
 END_TEST
 
+START_TEST(test_host_lists_match_names_suffixes_and_cidrs)
+{
+    const char *l = "t1.example.com; *.ais.internal ,10.1.0.0/16 fd00::/8 192.168.5.7";
+    ck_assert(om_host_in_list(l, "t1.example.com"));
+    ck_assert(om_host_in_list(l, "T1.Example.COM"));
+    ck_assert(!om_host_in_list(l, "t2.example.com"));
+    ck_assert(!om_host_in_list(l, "t1.example.com.evil.org"));
+    ck_assert(om_host_in_list(l, "node3.ais.internal"));
+    ck_assert(!om_host_in_list(l, "ais.internal"));
+    ck_assert(!om_host_in_list(l, "evilais.internal"));
+    ck_assert(om_host_in_list(l, "10.1.200.3"));
+    ck_assert(!om_host_in_list(l, "10.2.0.1"));
+    ck_assert(om_host_in_list(l, "[fd12::1]"));
+    ck_assert(!om_host_in_list(l, "[fe80::1]"));
+    ck_assert(om_host_in_list(l, "192.168.5.7"));
+    ck_assert(!om_host_in_list(l, "192.168.5.70"));
+    ck_assert(om_host_in_list("10.0.0.0/7", "11.255.0.1"));
+    ck_assert(!om_host_in_list("10.0.0.0/7", "12.0.0.1"));
+    ck_assert(om_host_in_list("*", "anything"));
+    ck_assert(!om_host_in_list(NULL, "h"));
+    ck_assert(!om_host_in_list("", "h"));
+    char err[256];
+    ck_assert_int_eq(om_host_list_check(l, err, sizeof(err)), 0);
+    ck_assert_int_eq(om_host_list_check(NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(om_host_list_check("a;10.0.0.0/33", err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "10.0.0.0/33"));
+    ck_assert_int_eq(om_host_list_check("h/x", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(om_host_list_check("a*b", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(om_host_list_check("us@er", err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_credentials_go_only_to_named_hosts)
+{
+    /* the endpoint host, any port, and BUCKET.host with virtual hosts */
+    ck_assert(om_creds_allowed("gw", NULL, NULL, "gw", false, true));
+    ck_assert(om_creds_allowed("s3.aws", "bkt", NULL, "bkt.s3.aws", true, false));
+    ck_assert(!om_creds_allowed("s3.aws", NULL, NULL, "bkt.s3.aws", true, false));
+    /* a redirect elsewhere: nothing unless named */
+    ck_assert(!om_creds_allowed("gw", NULL, NULL, "target", false, false));
+    ck_assert(!om_creds_allowed("gw", NULL, NULL, "target", true, true));
+    ck_assert(om_creds_allowed("gw", NULL, "target", "target", false, false));
+    ck_assert(om_creds_allowed("gw", NULL, "target", "target", true, true));
+    /* never a bearer token over plain http to another host */
+    ck_assert(!om_creds_allowed("gw", NULL, "target", "target", false, true));
+    ck_assert(!om_creds_allowed("gw", NULL, "*", "evil", false, true));
+    ck_assert(!om_creds_allowed("gw", NULL, NULL, NULL, true, false));
+}
+END_TEST
+
+START_TEST(test_urls_are_parsed_by_curl)
+{
+    struct om_url u;
+    /* what curl would connect to is what we sign for */
+    ck_assert_int_eq(om_url_parse("http://h:/x", &u) == 0 ? u.port : -1, 80);
+    om_url_free(&u);
+    ck_assert_int_eq(om_url_parse("http://h:0/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://a@b/", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://h/a\nb", &u), -EINVAL);
+    char *out = NULL;
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "file:///etc/passwd", &out), -EINVAL);
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "", &out), -EINVAL);
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "http://u:p@t/x", &out), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://h/a b", &u), -EINVAL); /* never sent raw */
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "http://t/x y?a=b c", &out), 0);
+    ck_assert_str_eq(out, "http://t/x%20y?a=b%20c");
+    free(out);
+    ck_assert_int_eq(om_url_resolve("http://gw/s3/b/k", "../c?x=1#frag", &out), 0);
+    ck_assert_str_eq(out, "http://gw/s3/c?x=1");
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("url");
@@ -135,6 +208,9 @@ int main(void)
     tcase_add_test(tc, test_redirect_path_is_normalized_to_s3_form);
     tcase_add_test(tc, test_redirect_relative_forms);
     tcase_add_test(tc, test_normalize_path);
+    tcase_add_test(tc, test_host_lists_match_names_suffixes_and_cidrs);
+    tcase_add_test(tc, test_credentials_go_only_to_named_hosts);
+    tcase_add_test(tc, test_urls_are_parsed_by_curl);
     suite_add_tcase(s, tc);
     return om_check_run(s);
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets of tests/fuzz with clang under AddressSanitizer
+# and UndefinedBehaviorSanitizer, then run each for SECONDS (default 60).
+#
+#   tools/fuzz.sh [SECONDS] [TARGET...]     e.g. tools/fuzz.sh 600 url xml_list
+#
+# Each target starts from its committed seeds (tests/fuzz/corpus/NAME) plus
+# what earlier runs found (build-fuzz/corpus/NAME, not committed). A crash,
+# leak, sanitizer report or timeout stops that target; its input is saved as
+# build-fuzz/artifacts/NAME-crash-* and the script exits 1 after running the
+# rest. Reproduce with: build-fuzz/tests/fuzz/fuzz_NAME FILE
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+seconds=${1:-60}
+[[ $# -gt 0 ]] && shift
+targets=("$@")
+((${#targets[@]})) || targets=(xml_list xml_error headers content_range url options creds sidecar ctl)
+
+build="$root/build-fuzz"
+command -v clang >/dev/null 2>&1 || { echo "fuzz.sh: clang is missing (tools/bootstrap.sh installs it)" >&2; exit 2; }
+if [[ ! -f "$build/build.ninja" ]]; then
+    CC=clang meson setup "$build" --buildtype=debugoptimized -Dfuzz=true \
+        -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C "$build" >/dev/null
+
+mkdir -p "$build/artifacts"
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+failed=()
+for t in "${targets[@]}"; do
+    exe="$build/tests/fuzz/fuzz_$t"
+    [[ -x "$exe" ]] || { echo "fuzz.sh: no target $t" >&2; exit 2; }
+    corpus="$build/corpus/$t"
+    mkdir -p "$corpus"
+    log="$build/fuzz-$t.log"
+    # -timeout: one input taking 10 s is a hang; the outer timeout bounds a stuck run
+    if timeout $((seconds + 60)) "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
+        "$corpus" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
+        runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+        echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds}s, corpus $(ls "$corpus" | wc -l)"
+    else
+        failed+=("$t")
+        echo "fuzz $t: FAILED (log: $log)"
+        grep -aE 'ERROR:|runtime error|SUMMARY|Test unit written' "$log" | head -5 | sed 's/^/    /'
+    fi
+done
+if ((${#failed[@]})); then
+    echo "fuzz.sh: failures in: ${failed[*]}" >&2
+    exit 1
+fi
