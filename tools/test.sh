@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Run every test of objmount from a fresh clone: install what is missing,
 # build, unit tests, unit tests under AddressSanitizer + UBSan, then the
-# integration, fault and loader tests against a real S3 server.
+# integration, fault and loader tests against each real S3 server: s3rver,
+# then OpenStack Swift with s3api.
 #
-#   tools/test.sh              everything
-#   tools/test.sh -k EXPR      pass EXPR to pytest (unit tests still run)
+#   tools/test.sh                  everything, both servers
+#   tools/test.sh --server swift   the Python suites against one server only
+#   tools/test.sh -k EXPR          pass EXPR to pytest (unit tests still run)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +31,17 @@ ninja -C "$asan"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
     meson test -C "$asan" --suite unit --print-errorlogs
 
-echo "== integration, fault and loader tests"
 export OBJMOUNT_BUILD_DIR="$build"
-/usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "$@"
+servers=(s3rver swift)
+for a in "$@"; do
+    [[ $a == --server || $a == --server=* ]] && servers=(given)
+done
+status=0
+for s in "${servers[@]}"; do
+    server_arg=()
+    [[ $s == given ]] || server_arg=(--server "$s")
+    echo "== integration, fault and loader tests against ${s/given/the given server}"
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "${server_arg[@]}" "$@" ||
+        status=1
+done
+exit $status

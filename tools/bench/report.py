@@ -7,6 +7,8 @@ import statistics
 
 DOC_START = "<!-- bench:latest:start (written by tools/bench/bench.py --update-doc) -->"
 DOC_END = "<!-- bench:latest:end -->"
+DOC_MARKERS_SWIFT = ("<!-- bench:swift:start (written by tools/bench/bench.py --server swift "
+                     "--update-doc) -->", "<!-- bench:swift:end -->")
 
 COLORS = {"objmount": "#2ca02c", "s3fs": "#1f77b4", "rclone": "#ff7f0e", "curl": "#7f7f7f",
           "curl-direct": "#c7c7c7"}
@@ -208,6 +210,8 @@ def markdown(result):
     lats = meta["latencies_ms"]
     loads = [r["load1"] for r in result["runs"] if "load1" in r]
     L = []
+    L.append("Server: %s." % {"swift": "OpenStack Swift 2.30 with s3api (all in one, Debian 12)",
+                              "s3rver": "s3rver"}.get(meta.get("server", "s3rver")))
     L.append("Run %s on %s (%d CPUs, %s), objmount tree %s; median of %d run%s per figure "
              "(%s); injected latency is per request, before the first byte. Load average "
              "%.1f before, %.1f after%s; took %.0f min."
@@ -438,8 +442,10 @@ def write_chart(result, path):
     return True
 
 
-def update_doc(doc_path, md_body, chart_src=None, chart_name="benchmarks-latest.png"):
-    """Replace the text between the DOC_START/DOC_END markers of doc_path."""
+def update_doc(doc_path, md_body, chart_src=None, chart_name="benchmarks-latest.png",
+               markers=(DOC_START, DOC_END)):
+    """Replace the text between the markers (DOC_START/DOC_END) of doc_path."""
+    DOC_START, DOC_END = markers  # noqa: N806
     with open(doc_path) as f:
         text = f.read()
     if DOC_START not in text or DOC_END not in text:
