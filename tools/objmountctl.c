@@ -673,8 +673,9 @@ static void doctor_server_traps(const struct om_config *cfg, const struct om_url
     printf("[info] server: %s\n", swift ? "OpenStack Swift with s3api (/healthcheck answers)"
                                         : "an S3 server (not Swift)");
     /* every S3 implementation refuses non-last parts under 5 MiB */
-    bool parts_ok = cfg->part_size >= (5ULL << 20);
-    snprintf(line, sizeof(line), "part_size %" PRIu64 " bytes is at least 5 MiB", cfg->part_size);
+    bool parts_ok = cfg->ro || cfg->part_size >= (5ULL << 20);
+    snprintf(line, sizeof(line), "part_size %" PRIu64 " bytes is at least 5 MiB%s", cfg->part_size,
+             cfg->ro ? " (or the mount is read-only)" : "");
     report(parts_ok, line,
            "use part_size=5M or more: S3 and Swift refuse parts under 5 MiB (EntityTooSmall)");
     if (!swift)

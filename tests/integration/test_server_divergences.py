@@ -71,3 +71,20 @@ def test_keys_over_1024_bytes_are_enametoolong(rw_mount, bucket, s3client):
     keys = [o["Key"] for o in s3client.list_objects_v2(Bucket=bucket).get("Contents", [])]
     assert all(len(k.encode()) <= 1024 for k in keys), keys
     assert any(k.endswith("/short") for k in keys), keys
+
+
+def test_doctor_names_the_server_and_its_traps(bucket, s3server):
+    from harness import admin
+
+    o = "endpoint=%s,retry_base=0.02,retry_max=0.2" % s3server.endpoint
+    p = admin.ctl(["doctor", bucket, "-o", o], timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    swift = "[info] server: OpenStack Swift" in p.stdout
+    assert swift == (s3server.kind == "swift"), p.stdout
+    if swift:
+        assert "15 minutes off its clock" in p.stdout, p.stdout
+    assert "[ ok ] part_size" in p.stdout, p.stdout
+    # parts under 5 MiB: every S3 implementation refuses them (EntityTooSmall)
+    p = admin.ctl(["doctor", bucket, "-o", o + ",part_size=1M"], timeout=120)
+    assert p.returncode == 1 and "[FAIL] part_size" in p.stdout, p.stdout
+    assert "EntityTooSmall" in p.stdout, p.stdout
