@@ -672,12 +672,12 @@ static void doctor_server_traps(const struct om_config *cfg, const struct om_url
     bool swift = is_swift(u, cfg->ca_bundle, timeout_s);
     printf("[info] server: %s\n", swift ? "OpenStack Swift with s3api (/healthcheck answers)"
                                         : "an S3 server (not Swift)");
-    /* every S3 implementation refuses non-last parts under 5 MiB */
-    bool parts_ok = cfg->ro || cfg->part_size >= (5ULL << 20);
-    snprintf(line, sizeof(line), "part_size %" PRIu64 " bytes is at least 5 MiB%s", cfg->part_size,
-             cfg->ro ? " (or the mount is read-only)" : "");
-    report(parts_ok, line,
-           "use part_size=5M or more: S3 and Swift refuse parts under 5 MiB (EntityTooSmall)");
+    /* every S3 implementation refuses non-last parts under 5 MiB; the
+     * writer never uploads smaller ones */
+    if (!cfg->ro && cfg->part_size < (5ULL << 20))
+        printf("[info] part_size %" PRIu64 " bytes: uploads use 5 MiB parts (S3 and Swift refuse "
+               "smaller ones: EntityTooSmall); reads use part_size\n",
+               cfg->part_size);
     if (!swift)
         return;
     snprintf(line, sizeof(line),
