@@ -12,8 +12,9 @@ The same interface as harness.s3server (library and command line):
 
 An all-in-one Swift on 127.0.0.1: account, container and object servers and a
 proxy (each `workers = 0`, `mount_check = false`, `disable_fallocate = true`),
-plus memcached for the proxy's cache filter, all in one process group, on free
-ports. The one-replica, one-device rings are built in this Python process with
+plus memcached for the proxy's cache filter, on free ports, started by one
+shell that records their pids (the servers call setsid, so a process group
+does not hold them) and stops them on SIGTERM. The one-replica, one-device rings are built in this Python process with
 RingBuilder (the swift-ring-builder command takes seconds per call). Devices,
 rings, configurations and logs live in one temporary directory that stop()
 removes. /etc/swift/swift.conf from the package is used as it is.
@@ -44,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from harness.s3server import _set_pdeathsig, kill_group  # noqa: E402
+from harness.s3server import S3Server, _set_pdeathsig, kill_group  # noqa: E402
 
 ACCESS_KEY = "test:tester"
 SECRET_KEY = "testing"
@@ -236,8 +237,8 @@ class SwiftServer:
         return self
 
     def _spawn(self, cmds):
-        """Start every command under one shell that leads a new session, so
-        that one process group holds them all (stop() kills the group)."""
+        """Start every command under one shell that leads a new session
+        (self.pid); stop() kills its group and then every recorded pid."""
         for c in cmds:
             prog = c[1] if c[0] == PYTHON else c[0]
             if not shutil.which(prog):
@@ -303,30 +304,9 @@ class SwiftServer:
         return False
 
     # -- helpers -----------------------------------------------------------
-    def log_tail(self, n=4000):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read()[-n:].decode("utf-8", "replace")
-        except (OSError, TypeError):
-            return ""
-
-    def client(self, endpoint=None, retries=None, **config_kwargs):
-        """A boto3 S3 client (path-style, SigV4, test credentials); see
-        S3Server.client."""
-        import boto3
-        from botocore.config import Config
-
-        cfg = {"s3": {"addressing_style": "path"}, "signature_version": "s3v4"}
-        if retries == 0:
-            cfg["retries"] = {"total_max_attempts": 1}
-        elif retries is not None:
-            cfg["retries"] = {"max_attempts": retries, "mode": "standard"}
-        cfg.update(config_kwargs)
-        return boto3.session.Session().client(
-            "s3", endpoint_url=endpoint or self.endpoint,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            region_name=self.region, config=Config(**cfg))
+    # the same as s3rver's: a boto3 client with this server's keys, the log's end
+    client = S3Server.client
+    log_tail = S3Server.log_tail
 
     def create_bucket(self, name, timeout=30.0):
         """Create a bucket, retrying while the account and container servers
