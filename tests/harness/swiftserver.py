@@ -14,8 +14,9 @@ An all-in-one Swift on 127.0.0.1: account, container and object servers and a
 proxy (each `workers = 0`, `mount_check = false`, `disable_fallocate = true`),
 plus memcached for the proxy's cache filter, on free ports, started by one
 shell that records their pids (the servers call setsid, so a process group
-does not hold them) and stops them on SIGTERM. The one-replica, one-device rings are built in this Python process with
-RingBuilder (the swift-ring-builder command takes seconds per call). Devices,
+does not hold them) and stops them on SIGTERM. The one-replica, one-device
+rings are built in this Python process with RingBuilder (the
+swift-ring-builder command takes seconds per call). Devices,
 rings, configurations and logs live in one temporary directory that stop()
 removes. /etc/swift/swift.conf from the package is used as it is.
 
