@@ -837,8 +837,7 @@ int si_add_unmodified_since(struct om_http_req *req, time_t since)
 {
     struct tm tm;
     char date[64];
-    if (!gmtime_r(&since, &tm) ||
-        !strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm))
+    if (!gmtime_r(&since, &tm) || !strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm))
         return -EINVAL;
     return om_headers_add(&req->headers, "x-amz-copy-source-if-unmodified-since", date);
 }

@@ -243,9 +243,8 @@ int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
 }
 
 static int part_copy_once(struct om_s3 *s3, const char *key, const char *upload_id, int number,
-                          const char *src_key, uint64_t first, uint64_t last,
-                          const char *if_match, time_t since, char *etag,
-                          struct om_s3_error *err)
+                          const char *src_key, uint64_t first, uint64_t last, const char *if_match,
+                          time_t since, char *etag, struct om_s3_error *err)
 {
     struct om_buf q = {0}, src = {0};
     struct om_s3_call c;
@@ -288,8 +287,8 @@ int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, in
                     const char *src_key, uint64_t first, uint64_t last, const char *if_match,
                     char *etag, struct om_s3_error *err)
 {
-    int rc = part_copy_once(s3, key, upload_id, number, src_key, first, last, if_match, 0, etag,
-                            err);
+    int rc =
+        part_copy_once(s3, key, upload_id, number, src_key, first, last, if_match, 0, etag, err);
     time_t since;
     if (rc == -ESTALE && if_match && *if_match &&
         si_copy_412_check(s3, src_key, if_match, &since) == 0)
