@@ -51,6 +51,27 @@ def test_rename_and_chmod_of_a_multipart_file_written_through_the_mount(rw_mount
         if os.path.isdir(os.path.join(cache_dir, "recovery")) else True
 
 
+def test_a_copy_refused_with_412_is_made_again_when_the_etag_is_unchanged(rw_mount, bucket,
+                                                                         s3client, faultproxy):
+    """Swift's answer, made by the proxy on either server: the first CopyObject
+    answers 412 PreconditionFailed; the source's ETag is unchanged, so the
+    copy is made again (guarded by If-Unmodified-Since) and the rename works."""
+    want = payload("412", 3 * MiB + 1)
+    s3client.put_object(Bucket=bucket, Key="src.bin", Body=want)
+    m = rw_mount(bucket, "log_level=info", endpoint=faultproxy.endpoint)
+    os.stat(m.join("src.bin"))
+    faultproxy.set_faults(errors={"status": 412, "code": "PreconditionFailed",
+                                  "kind": "CopyObject", "nth": 1})
+    faultproxy.reset_stats()
+    os.rename(m.join("src.bin"), m.join("dst.bin"))
+    kinds = faultproxy.stats()["requests"]["by_kind"]
+    assert kinds.get("CopyObject") == 2, kinds
+    check_object(s3client, bucket, "dst.bin", want)
+    check_bytes(read_all(m.join("dst.bin")), want, "file renamed after a 412")
+    assert "src.bin" not in os.listdir(m.path)
+    assert "x-amz-copy-source-if-unmodified-since" in m.log, m.log[-2000:]
+
+
 def test_keys_over_1024_bytes_are_enametoolong(rw_mount, bucket, s3client):
     m = rw_mount(bucket)
     path = m.path
