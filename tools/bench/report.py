@@ -269,7 +269,7 @@ def markdown(result):
              "other for `ls -l` (one folder) and `find` (the whole tree, no delimiter). "
              "The DataLoader and the checkpoint write have no limit row.")
     if "curl-direct" in refs:
-        L.append("`curl-direct` is the same against s3rver without the proxy "
+        L.append("`curl-direct` is the same against the server without the proxy "
                  "(0 ms only): the proxy's own cost.")
     # checkpoint details
     if "ckpt" in cases:
@@ -434,7 +434,8 @@ def write_chart(result, path):
     for n in range(len(cases), nrow * ncol):
         axes[n // ncol][n % ncol].axis("off")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("objmount vs s3fs-fuse vs rclone mount (s3rver through the fault proxy, "
+    fig.suptitle("objmount vs s3fs-fuse vs rclone mount (%s through the fault proxy, "
+                 % result["meta"].get("server", "s3rver") +
                  "%s, median of %d)" % (meta["started"], meta["runs"]), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
