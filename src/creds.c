@@ -226,6 +226,19 @@ int om_creds_parse_stream(FILE *f, const char *bucket, const char *profile, stru
             ini = true;
             break;
         }
+        /* s3fs's other form, for keys with a colon (Swift's "test:tester"):
+         * AWSAccessKeyId=KEY and AWSSecretKey=SECRET on two lines */
+        char **slot = NULL;
+        if (strncmp(s, "AWSAccessKeyId=", 15) == 0)
+            slot = &out->access_key, s += 15;
+        else if (strncmp(s, "AWSSecretKey=", 13) == 0)
+            slot = &out->secret_key, s += 13;
+        if (slot) {
+            wipe_free(slot);
+            *slot = strdup(s);
+            rc = !*slot ? -ENOMEM : out->access_key && out->secret_key ? 0 : -EINVAL;
+            continue;
+        }
         /* "KEY:SECRET" or "BUCKET:KEY:SECRET" */
         char *c1 = strchr(s, ':');
         if (!c1)

@@ -28,6 +28,11 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
     else if (!dir->is_dir)
         rc = -ENOTDIR;
     struct inode *c = NULL;
+    if (!rc && strlen(dir->key) + strlen(name) > OM_S3_KEY_MAX) {
+        om_warn("cannot create %.64s... (%zu bytes): object keys are at most %d bytes", dir->key,
+                strlen(dir->key) + strlen(name), OM_S3_KEY_MAX);
+        rc = -ENAMETOOLONG;
+    }
     if (!rc) {
         c = mi_child_get(dir, name);
         if (c && c->is_dir)

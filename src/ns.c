@@ -65,6 +65,16 @@ static char *child_key(struct om_ns *ns, uint64_t parent, const char *name, bool
     return key;
 }
 
+/* -ENAMETOOLONG, with a log line, for a key the server would refuse. */
+static int key_too_long(const char *key)
+{
+    if (strlen(key) <= OM_S3_KEY_MAX)
+        return 0;
+    om_warn("cannot create %.64s...: object keys are at most %d bytes, this one has %zu", key,
+            OM_S3_KEY_MAX, strlen(key));
+    return -ENAMETOOLONG;
+}
+
 /* PUT a small in-memory object with metadata; obj describes what is stored. */
 static int put_small(struct om_ns *ns, const char *key, const char *body, size_t len,
                      const char *content_type, const struct om_file_meta *m,
@@ -137,7 +147,9 @@ int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFDIR | (mode & 07777), uid, gid);
     struct om_s3_object obj;
-    int rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &m, &obj);
+    int rc = key_too_long(key);
+    if (!rc)
+        rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &m, &obj);
     free(key);
     return rc ? rc : om_meta_made(ns->meta, parent, name, true, &obj, out);
 }
@@ -199,7 +211,9 @@ int om_ns_symlink(struct om_ns *ns, uint64_t parent, const char *name, const cha
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFLNK | 0777, uid, gid);
     struct om_s3_object obj;
-    int rc = put_small(ns, key, target, len, NULL, &m, &obj);
+    int rc = key_too_long(key);
+    if (!rc)
+        rc = put_small(ns, key, target, len, NULL, &m, &obj);
     free(key);
     if (!rc)
         rc = om_meta_made(ns->meta, parent, name, false, &obj, out);
@@ -337,8 +351,12 @@ static int copy_through(struct om_ns *ns, const char *src, const char *dst,
     return rc;
 }
 
-/* Copy src to dst, keeping its metadata, and check the size of the copy. */
-static int copy_object(struct om_ns *ns, const char *src, const char *dst)
+/* Copy src to dst, keeping its metadata, and check the size of the copy.
+ * copy (may be NULL) receives what a HEAD of dst shows: a copy's ETag may
+ * differ from the source's (Swift gives a copy of a multipart object a
+ * plain MD5). */
+static int copy_object(struct om_ns *ns, const char *src, const char *dst,
+                       struct om_s3_object *copy)
 {
     struct om_s3_object o, c;
     struct om_s3_error err;
@@ -362,12 +380,15 @@ static int copy_object(struct om_ns *ns, const char *src, const char *dst)
                  o.size);
         rc = -EIO;
     }
+    if (!rc && copy)
+        *copy = c;
     return rc;
 }
 
 /* ---- rename ---- */
 
-static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const char *dst)
+static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const char *dst,
+                       struct om_s3_object *copy)
 {
     struct om_writer *w = om_writer_find(ns->writers, ino);
     int rc = 0;
@@ -377,7 +398,7 @@ static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const ch
         rc = om_writer_commit(w, &res);
     }
     if (!rc)
-        rc = copy_object(ns, src, dst);
+        rc = copy_object(ns, src, dst, copy);
     struct om_s3_error err;
     if (!rc) {
         rc = om_s3_delete(ns->s3, src, &err);
@@ -434,7 +455,7 @@ static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
         if (asprintf(&to, "%s%s", dst, keys.v[i] + slen) < 0)
             rc = -ENOMEM;
         else
-            rc = copy_object(ns, keys.v[i], to);
+            rc = copy_object(ns, keys.v[i], to, NULL);
         free(to);
     }
     for (size_t i = 0; i < keys.n && !rc; i++) {
@@ -458,6 +479,7 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (flags & ~(unsigned)RENAME_NOREPLACE)
         return -EINVAL; /* RENAME_EXCHANGE, RENAME_WHITEOUT */
     struct om_attr a, b;
+    struct om_s3_object copy = {0};
     char *src = NULL, *dst = NULL, *old = NULL;
     int rc = om_meta_resolve(ns->meta, parent, name, &a, &src);
     if (rc)
@@ -489,9 +511,13 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (!rc && !(dst = child_key(ns, newparent, newname, dir)))
         rc = -ENOMEM;
     if (!rc)
-        rc = dir ? rename_dir(ns, src, dst) : rename_file(ns, a.ino, src, dst);
+        rc = key_too_long(dst);
+    if (!rc)
+        rc = dir ? rename_dir(ns, src, dst) : rename_file(ns, a.ino, src, dst, &copy);
     if (!rc)
         om_meta_renamed(ns->meta, parent, name, newparent, newname);
+    if (!rc && !dir && copy.etag[0])
+        om_meta_committed(ns->meta, a.ino, &copy); /* the copy's ETag, not the source's */
     free(src);
     free(dst);
     free(old);

@@ -855,8 +855,35 @@ int si_copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
     return rc;
 }
 
-int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const char *if_match,
-               const struct om_s3_put_opts *opts, char *etag, struct om_s3_error *err)
+/* Swift's s3api answers x-amz-copy-source-if-match with 412 for a multipart
+ * (SLO) source whose ETag is the one asked for. 0 and *since = the source's
+ * Last-Modified when a HEAD shows the ETag if_match: the copy may be made
+ * again guarded by x-amz-copy-source-if-unmodified-since; else -ESTALE. */
+int si_copy_412_check(struct om_s3 *s3, const char *src_key, const char *if_match, time_t *since)
+{
+    struct om_s3_object o;
+    struct om_s3_error herr;
+    if (om_s3_head(s3, src_key, &o, &herr) != 0 || strcmp(o.etag, if_match) != 0 || !o.mtime)
+        return -ESTALE;
+    om_info("copy of %s: the server refused x-amz-copy-source-if-match although the ETag is "
+            "unchanged (%s); copying again guarded by x-amz-copy-source-if-unmodified-since",
+            src_key, if_match);
+    *since = o.mtime;
+    return 0;
+}
+
+int si_add_unmodified_since(struct om_http_req *req, time_t since)
+{
+    struct tm tm;
+    char date[64];
+    if (!gmtime_r(&since, &tm) || !strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm))
+        return -EINVAL;
+    return om_headers_add(&req->headers, "x-amz-copy-source-if-unmodified-since", date);
+}
+
+static int copy_once(struct om_s3 *s3, const char *src_key, const char *dst_key,
+                     const char *if_match, time_t since, const struct om_s3_put_opts *opts,
+                     char *etag, struct om_s3_error *err)
 {
     struct om_s3_call c;
     struct om_buf src = {0};
@@ -869,6 +896,8 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
         rc = om_headers_add(&c.req.headers, "x-amz-metadata-directive", opts ? "REPLACE" : "COPY");
     if (!rc && if_match && *if_match)
         rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-if-match", "\"%s\"", if_match);
+    if (!rc && since)
+        rc = si_add_unmodified_since(&c.req, since);
     if (!rc)
         rc = si_add_put_opts(&c.req, opts);
     c.req.body = (struct om_http_body){.kind = OM_BODY_MEM, .mem = "", .len = 0};
@@ -884,6 +913,30 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
     om_buf_free(&src);
     si_call_cleanup(&c);
     return rc;
+}
+
+int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const char *if_match,
+               const struct om_s3_put_opts *opts, char *etag, struct om_s3_error *err)
+{
+    int rc = copy_once(s3, src_key, dst_key, if_match, 0, opts, etag, err);
+    time_t since;
+    if (rc != -ESTALE || !if_match || !*if_match ||
+        si_copy_412_check(s3, src_key, if_match, &since) != 0)
+        return rc;
+    rc = copy_once(s3, src_key, dst_key, NULL, since, opts, etag, err);
+    if (rc || strcmp(src_key, dst_key) == 0)
+        return rc;
+    /* If-Unmodified-Since has one-second steps: the source must still be
+     * the version asked for, or the copy is removed */
+    struct om_s3_object o;
+    struct om_s3_error herr;
+    int h = om_s3_head(s3, src_key, &o, &herr);
+    if (h == 0 && strcmp(o.etag, if_match) == 0 && o.mtime == since)
+        return 0;
+    om_warn("copy of %s to %s: the source changed during the copy; the copy is removed", src_key,
+            dst_key);
+    om_s3_delete(s3, dst_key, &herr);
+    return -ESTALE;
 }
 
 int si_add_param(struct om_buf *q, const char *name, const char *value)

@@ -49,5 +49,9 @@ int si_check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], con
 int si_add_param(struct om_buf *q, const char *name, const char *value);
 /* "/bucket/key", encoded, as x-amz-copy-source wants it. */
 int si_copy_source(struct om_s3 *s3, const char *key, struct om_buf *src);
+/* After a 412 to x-amz-copy-source-if-match: 0 and *since when a HEAD shows
+ * that ETag (copy again with si_add_unmodified_since), else -ESTALE. */
+int si_copy_412_check(struct om_s3 *s3, const char *src_key, const char *if_match, time_t *since);
+int si_add_unmodified_since(struct om_http_req *req, time_t since);
 
 #endif

@@ -242,9 +242,9 @@ int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
     return rc;
 }
 
-int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
-                    const char *src_key, uint64_t first, uint64_t last, const char *if_match,
-                    char *etag, struct om_s3_error *err)
+static int part_copy_once(struct om_s3 *s3, const char *key, const char *upload_id, int number,
+                          const char *src_key, uint64_t first, uint64_t last, const char *if_match,
+                          time_t since, char *etag, struct om_s3_error *err)
 {
     struct om_buf q = {0}, src = {0};
     struct om_s3_call c;
@@ -264,6 +264,8 @@ int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, in
                              "bytes=%" PRIu64 "-%" PRIu64, first, last);
     if (!rc && if_match && *if_match)
         rc = om_headers_addf(&c.req.headers, "x-amz-copy-source-if-match", "\"%s\"", if_match);
+    if (!rc && since)
+        rc = si_add_unmodified_since(&c.req, since);
     c.req.body = (struct om_http_body){.kind = OM_BODY_MEM, .mem = "", .len = 0};
     if (!rc)
         rc = si_call_perform(&c, err);
@@ -278,6 +280,20 @@ int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, in
     }
     om_buf_free(&src);
     si_call_cleanup(&c);
+    return rc;
+}
+
+int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
+                    const char *src_key, uint64_t first, uint64_t last, const char *if_match,
+                    char *etag, struct om_s3_error *err)
+{
+    int rc =
+        part_copy_once(s3, key, upload_id, number, src_key, first, last, if_match, 0, etag, err);
+    time_t since;
+    if (rc == -ESTALE && if_match && *if_match &&
+        si_copy_412_check(s3, src_key, if_match, &since) == 0)
+        rc = part_copy_once(s3, key, upload_id, number, src_key, first, last, NULL, since, etag,
+                            err);
     return rc;
 }
 

@@ -3,8 +3,13 @@
 Run with Debian's interpreter (boto3 and pytest come from Debian):
     /usr/bin/python3 -m pytest tests/...
 
+The S3 server is s3rver unless `--server swift` (or OBJMOUNT_TEST_SERVER=swift)
+selects OpenStack Swift with s3api (harness.servers); the fixtures below give
+the selected server's endpoint and credentials either way.
+
 Fixtures here are generic test infrastructure:
-  s3server     session: a private, patched s3rver on a free loopback port
+  s3server     session: the selected server (s3rver or Swift) on a free
+               loopback port; .kind names it
   bucket       function: a fresh, empty bucket name on s3server
   s3client     session: boto3 client straight to s3server (botocore retries)
   s3raw        session: boto3 client straight to s3server, no retries
@@ -34,14 +39,28 @@ if TESTS_DIR not in sys.path:
 
 from harness.faultproxy import FaultProxy  # noqa: E402
 from harness.mount import MountFactory  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402
+from harness import servers  # noqa: E402
 
 _bucket_numbers = itertools.count(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--server", choices=servers.KINDS, default=None,
+                     help="S3 server to test against (default: $%s or s3rver)" % servers.ENV)
+
+
+def pytest_configure(config):
+    kind = config.getoption("server")
+    servers.select(kind or servers.selected())
+
+
+def pytest_report_header(config):
+    return "objmount test server: " + servers.selected()
+
+
 @pytest.fixture(scope="session")
 def s3server():
-    srv = S3Server()
+    srv = servers.server_class()()
     srv.start()
     try:
         yield srv

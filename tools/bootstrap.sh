@@ -23,6 +23,8 @@ test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc rsync git s3fs
 fuzz_pkgs=(clang libclang-rt-14-dev llvm)
 # Benchmarks: the peers and the tools that measure them.
 bench_pkgs=(rclone fio python3-matplotlib)
+# The second test server: OpenStack Swift with s3api, all in one (tests/harness/swiftserver.py).
+swift_pkgs=(swift swift-proxy swift-object swift-container swift-account python3-swift memcached)
 
 check_only=false
 [[ "${1:-}" == "--check" ]] && check_only=true
@@ -51,7 +53,7 @@ run_root() {
 
 command -v dpkg-query >/dev/null 2>&1 || die "this script needs Debian (dpkg-query not found)"
 
-wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${fuzz_pkgs[@]}" "${bench_pkgs[@]}")
+wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${fuzz_pkgs[@]}" "${bench_pkgs[@]}" "${swift_pkgs[@]}")
 # Node.js: Debian's nodejs and npm unless a node with npm is already installed
 # (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -67,9 +69,20 @@ if ((${#todo[@]})); then
     say "installing: ${todo[*]}"
     export DEBIAN_FRONTEND=noninteractive
     run_root apt-get update -qq || die "apt-get update failed (is the Debian archive reachable?)"
-    if ! run_root apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null; then
-        die "apt-get install failed for: ${todo[*]}"
+    # Swift's and memcached's packages start system services; the tests start
+    # their own. A policy-rc.d exiting 101 keeps them stopped during the
+    # install; one created here is removed afterwards.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=false
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' | run_root tee "$policy" >/dev/null
+        run_root chmod 755 "$policy"
+        made_policy=true
     fi
+    installed=true
+    run_root apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null || installed=false
+    ! $made_policy || run_root rm -f "$policy"
+    $installed || die "apt-get install failed for: ${todo[*]}"
     mapfile -t still < <(missing_pkgs "${todo[@]}")
     ((${#still[@]} == 0)) || die "packages still missing after install: ${still[*]}"
 else

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "objmount/client.h"
 #include "objmount/ctl.h"
 #include "objmount/json.h"
@@ -395,7 +397,9 @@ static int cmd_uploads(struct om_config *cfg, bool abort, const char *older, con
         uint64_t ms;
         if (om_parse_duration_ms(older, &ms))
             return fail("--older-than: '%s' is not a duration (e.g. 30m, 12h, 7d)", older);
-        f.older_than = time(NULL) - (time_t)(ms / 1000);
+        /* 0s is every upload: Swift rounds Initiated up to the next second,
+         * so an upload just started can look younger than "now" */
+        f.older_than = ms ? time(NULL) - (time_t)(ms / 1000) : 0;
     }
     if (abort && !older && !key)
         return fail("uploads abort needs --older-than DURATION or --key KEY (refusing to abort "
@@ -686,6 +690,63 @@ static int doctor_bounded(struct doctor_call *c, const char *what, const char *e
     return run ? run : rc;
 }
 
+static size_t discard_body(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p;
+    (void)ud;
+    return size * n;
+}
+
+/* OpenStack Swift's proxy answers GET /healthcheck (no signature) with 200
+ * "OK" and an X-Trans-Id header; S3 servers do not. */
+static bool is_swift(const struct om_url *u, const char *ca_bundle, int timeout_s)
+{
+    char url[1024];
+    snprintf(url, sizeof(url), "%s://%s:%d/healthcheck", u->https ? "https" : "http", u->host,
+             u->port);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return false;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)timeout_s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_body);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (ca_bundle)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca_bundle);
+    long status = 0;
+    struct curl_header *hd = NULL;
+    bool swift = curl_easy_perform(h) == CURLE_OK &&
+                 curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+                 status == 200 &&
+                 curl_easy_header(h, "X-Trans-Id", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK;
+    curl_easy_cleanup(h);
+    return swift;
+}
+
+/* Traps of the server found, named with what objmount does about them. */
+static void doctor_server_traps(const struct om_config *cfg, const struct om_url *u, long skew,
+                                int timeout_s)
+{
+    char line[512];
+    bool swift = is_swift(u, cfg->ca_bundle, timeout_s);
+    printf("[info] server: %s\n", swift ? "OpenStack Swift with s3api (/healthcheck answers)"
+                                        : "an S3 server (not Swift)");
+    /* every S3 implementation refuses non-last parts under 5 MiB; the
+     * writer never uploads smaller ones */
+    if (!cfg->ro && cfg->part_size < (5ULL << 20))
+        printf("[info] part_size %" PRIu64 " bytes: uploads use 5 MiB parts (S3 and Swift refuse "
+               "smaller ones: EntityTooSmall); reads use part_size\n",
+               cfg->part_size);
+    if (!swift)
+        return;
+    snprintf(line, sizeof(line),
+             "Swift refuses requests more than 15 minutes off its clock (skew now %ld s), keys "
+             "over 1024 bytes, single PUTs over 5 GiB; ETags of objects copied from multipart "
+             "ones are plain MD5s",
+             skew);
+    printf("[info] %s\n", line);
+}
+
 static int cmd_doctor(struct om_config *cfg, int timeout_s)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* each step shows as it ends, on a pipe too */
@@ -779,6 +840,7 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
            " (followed by objmount; credentials go only to the endpoint host and "
            "redirect_hosts)\n",
            st.redirects);
+    doctor_server_traps(cfg, &u, skew, timeout_s);
     om_url_free(&u);
     om_client_close(&c);
     if (checks_failed)

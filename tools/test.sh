@@ -2,11 +2,12 @@
 # Run every test of objmount from a fresh clone: install what is missing,
 # build, unit tests, unit tests under AddressSanitizer + UBSan, then the
 # libFuzzer targets for a short bounded time (OBJMOUNT_FUZZ_SECONDS, default
-# 12 per target), then the integration, fault and loader tests against a
-# real S3 server.
+# 12 per target), then the integration, fault and loader tests against each
+# real S3 server: s3rver, then OpenStack Swift with s3api.
 #
-#   tools/test.sh              everything
-#   tools/test.sh -k EXPR      pass EXPR to pytest (unit tests still run)
+#   tools/test.sh                  everything, both servers
+#   tools/test.sh --server swift   the Python suites against one server only
+#   tools/test.sh -k EXPR          pass EXPR to pytest (unit tests still run)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +35,17 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 echo "== fuzz targets, ${OBJMOUNT_FUZZ_SECONDS:-12} s each (tools/fuzz.sh for longer runs)"
 "$root/tools/fuzz.sh" "${OBJMOUNT_FUZZ_SECONDS:-12}"
 
-echo "== integration, fault and loader tests"
 export OBJMOUNT_BUILD_DIR="$build"
-/usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "$@"
+servers=(s3rver swift)
+for a in "$@"; do
+    [[ $a == --server || $a == --server=* ]] && servers=(given)
+done
+status=0
+for s in "${servers[@]}"; do
+    server_arg=()
+    [[ $s == given ]] || server_arg=(--server "$s")
+    echo "== integration, fault and loader tests against ${s/given/the given server}"
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "${server_arg[@]}" "$@" ||
+        status=1
+done
+exit $status

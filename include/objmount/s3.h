@@ -22,6 +22,8 @@
 
 #define OM_ETAG_MAX 80
 #define OM_S3_MAX_PARTS 10000
+/* Longest key S3 (and Swift's s3api) accepts, in bytes. */
+#define OM_S3_KEY_MAX 1024
 
 enum om_addressing {
     OM_ADDR_AUTO = 0, /* virtual-hosted for AWS endpoints, path-style elsewhere */

@@ -1,8 +1,10 @@
-"""The patched s3rver behaves like S3 where objmount's tests depend on it.
+"""The test server behaves like S3 where objmount's tests depend on it.
 
 Several of these fail on unpatched s3rver 3.7.1 (see tools/node/README.md):
 listing order and delimiter roll-up, SigV4 verification, Content-MD5,
-interrupted PUTs, If-Match, ranges, multipart bookkeeping.
+interrupted PUTs, If-Match, ranges, multipart bookkeeping. Under
+`--server swift` they pin where Swift's s3api differs (marked SWIFT below;
+doc/decisions.md, "Test servers", says how objmount copes).
 """
 
 import base64
@@ -160,7 +162,9 @@ def test_put_digests_are_checked(s3server, s3raw, bucket):
     assert (r.status, r.code) == (400, "BadDigest")
     r = rawhttp.request(s3server.endpoint, "PUT", "/%s/k" % bucket, body=body,
                         payload_hash=hashlib.sha256(b"other").hexdigest())
-    assert (r.status, r.code) == (400, "XAmzContentSHA256Mismatch")
+    # SWIFT: a wrong x-amz-content-sha256 is BadDigest (both map to EBADMSG)
+    code = "BadDigest" if s3server.kind == "swift" else "XAmzContentSHA256Mismatch"
+    assert (r.status, r.code) == (400, code)
     assert "Contents" not in s3raw.list_objects_v2(Bucket=bucket)
     r = rawhttp.request(s3server.endpoint, "PUT", "/%s/k" % bucket, body=body,
                         payload_hash="UNSIGNED-PAYLOAD")
@@ -195,7 +199,9 @@ def test_conditional_and_range_gets(s3server, s3raw, bucket):
     assert get("ten", **{"If-Match": etag}).body == b"0123456789"
     assert get("ten", **{"If-None-Match": etag}).status == 304
     r = get("ten", Range="bytes=10-")
-    assert (r.status, r.header("content-range")) == (416, "bytes */10")
+    # SWIFT: 416 without Content-Range (objmount never asks past the end)
+    crange = None if s3server.kind == "swift" else "bytes */10"
+    assert (r.status, r.header("content-range")) == (416, crange)
     assert get("empty", Range="bytes=0-").status == 416
     r = get("ten", Range="bytes=5-100")
     assert (r.status, r.body, r.header("content-range")) == (206, b"56789", "bytes 5-9/10")
@@ -218,12 +224,25 @@ def test_multipart_etags_and_bookkeeping(s3server, s3raw, bucket):
     r = s3raw.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={
         "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
     whole = '"%s"' % hashlib.md5(part1 + part2).hexdigest()
+    if s3server.kind == "swift":  # SWIFT: md5-of-md5s-N, as AWS
+        whole = '"%s-2"' % hashlib.md5(bytes.fromhex(e1.strip('"')) +
+                                       bytes.fromhex(e2.strip('"'))).hexdigest()
     # s3rver gives multipart objects the MD5 of the whole object, not md5-of-md5s-N
     assert r["ETag"] == whole
     assert s3raw.head_object(Bucket=bucket, Key="mp")["ETag"] == whole
-    with pytest.raises(s3raw.exceptions.NoSuchUpload):
-        s3raw.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={
-            "Parts": [{"PartNumber": 1, "ETag": e1}]})
+    if s3server.kind == "swift":
+        # SWIFT: a completed upload can be completed again, with other parts,
+        # and that replaces the object (objmount completes once, then checks
+        # size and ETag with a HEAD)
+        again = s3raw.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up,
+                                                MultipartUpload={"Parts": [
+                                                    {"PartNumber": 1, "ETag": e1}]})
+        assert again["ETag"].endswith('-1"')
+        assert s3raw.head_object(Bucket=bucket, Key="mp")["ContentLength"] == len(part1)
+    else:
+        with pytest.raises(s3raw.exceptions.NoSuchUpload):
+            s3raw.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": e1}]})
     up2 = s3raw.create_multipart_upload(Bucket=bucket, Key="mp2")["UploadId"]
     s3raw.abort_multipart_upload(Bucket=bucket, Key="mp2", UploadId=up2)
     assert "Uploads" not in s3raw.list_multipart_uploads(Bucket=bucket)

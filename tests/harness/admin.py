@@ -40,7 +40,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from . import s3server
+from . import s3server, servers
 from .mount import _fusermount, _stop_pid, daemon_env, is_mounted
 from .omtools import tool
 
@@ -94,11 +94,13 @@ def wait_socket(mountpoint, uid=0, timeout=10.0):
 
 
 # -- credentials ----------------------------------------------------------------------
-def write_credentials(path, mode=0o600, access=s3server.ACCESS_KEY, secret=s3server.SECRET_KEY):
-    """An s3fs-style credentials file ("ACCESS:SECRET") with the given mode."""
+def write_credentials(path, mode=0o600, access=None, secret=None):
+    """An s3fs-style credentials file ("ACCESS:SECRET", or the AWSAccessKeyId=
+    form when the key has a colon) with the given mode; the selected test
+    server's keys by default."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write("%s:%s\n" % (access, secret))
+        f.write(servers.credentials_line(access, secret))
     os.chmod(path, mode)
     return path
 

@@ -39,7 +39,7 @@ import time
 import urllib.request
 import weakref
 
-from . import s3server
+from . import s3server, servers
 
 PROXY_JS = os.path.join(s3server.REPO_ROOT, "tools", "faultproxy", "faultproxy.js")
 
@@ -47,9 +47,11 @@ _live = weakref.WeakSet()
 
 
 class FaultProxy:
-    def __init__(self, upstream, access_key=s3server.ACCESS_KEY,
-                 secret_key=s3server.SECRET_KEY, region=s3server.REGION,
+    def __init__(self, upstream, access_key=None, secret_key=None, region=s3server.REGION,
                  config=None, startup_timeout=15.0):
+        # keys: given, else the upstream server's, else the selected server's
+        access_key = access_key or getattr(upstream, "access_key", None) or servers.access_key()
+        secret_key = secret_key or getattr(upstream, "secret_key", None) or servers.secret_key()
         if hasattr(upstream, "endpoint"):
             upstream = upstream.endpoint
         self.upstream = upstream

@@ -63,7 +63,7 @@ import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from . import s3server
+from . import s3server, servers
 from .omtools import BUILD_DIR
 
 OBJMOUNT = os.path.join(BUILD_DIR, "objmount")
@@ -182,8 +182,8 @@ def daemon_env(extra=None):
                 "AIS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE",
                 "AWS_SHARED_CREDENTIALS_FILE"):
         env.pop(var, None)
-    env.update({"AWS_ACCESS_KEY_ID": s3server.ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": s3server.SECRET_KEY})
+    env.update({"AWS_ACCESS_KEY_ID": servers.access_key(),
+                "AWS_SECRET_ACCESS_KEY": servers.secret_key()})
     if extra:
         for k, v in extra.items():
             if v is None:
@@ -257,7 +257,7 @@ class Mount:
     def _s3fs_argv(self):
         pw = os.path.join(self.dir, "passwd")
         with open(os.open(pw, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write("%s:%s\n" % (s3server.ACCESS_KEY, s3server.SECRET_KEY))
+            f.write(servers.credentials_line())
         src = self.bucket if self.prefix is None else "%s:/%s" % (self.bucket,
                                                                   self.prefix.strip("/"))
         keep = []

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from . import s3server
+from . import s3server, servers
 
 BUILD_DIR = os.environ.get("OBJMOUNT_BUILD_DIR",
                            os.path.join(s3server.REPO_ROOT, "build"))
@@ -27,8 +27,8 @@ class OmS3:
         for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AIS_AUTHN_TOKEN", "AWS_ENDPOINT_URL",
                     "AIS_ENDPOINT"):
             self.env.pop(var, None)
-        self.env.update({"AWS_ACCESS_KEY_ID": s3server.ACCESS_KEY,
-                         "AWS_SECRET_ACCESS_KEY": s3server.SECRET_KEY})
+        self.env.update({"AWS_ACCESS_KEY_ID": servers.access_key(),
+                         "AWS_SECRET_ACCESS_KEY": servers.secret_key()})
         if env:
             self.env.update(env)
 

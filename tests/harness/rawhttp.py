@@ -8,7 +8,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from . import s3server
+from . import s3server, servers
 
 
 class _Signer(S3SigV4Auth):
@@ -21,9 +21,11 @@ class _Signer(S3SigV4Auth):
 
 
 def sign_headers(method, url, body=b"", headers=None, payload_hash=None,
-                 access_key=s3server.ACCESS_KEY, secret_key=s3server.SECRET_KEY,
-                 region=s3server.REGION):
-    """Headers (dict) for a SigV4-signed request to url (path already encoded)."""
+                 access_key=None, secret_key=None, region=s3server.REGION):
+    """Headers (dict) for a SigV4-signed request to url (path already encoded);
+    the selected test server's keys unless given."""
+    access_key = access_key if access_key is not None else servers.access_key()
+    secret_key = secret_key if secret_key is not None else servers.secret_key()
     r = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
     _Signer(Credentials(access_key, secret_key), region, payload_hash).add_auth(r)
     return dict(r.headers.items())

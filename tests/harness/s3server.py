@@ -116,6 +116,7 @@ class S3Server:
     access_key, secret_key, region.
     """
 
+    kind = "s3rver"
     access_key = ACCESS_KEY
     secret_key = SECRET_KEY
     region = REGION

@@ -2,7 +2,7 @@
 torchvision, numpy, h5py, torch, tarfile) over a real objmount mount.
 
 Every test runs twice, over the fixture `backend`:
-  s3rver    objmount -> s3rver directly
+  direct    objmount -> the test server (s3rver or Swift) directly
   aistore   objmount -> the fault proxy's AIStore gateway (every object
             request answered with 307 to the target; endpoint path /s3)
 
@@ -272,10 +272,10 @@ def aistore_proxy(s3server):
         fp.stop()
 
 
-@pytest.fixture(scope="session", params=["s3rver", "aistore"])
+@pytest.fixture(scope="session", params=["direct", "aistore"])
 def backend(request, s3server):
-    if request.param == "s3rver":
-        return Backend("s3rver", s3server.endpoint)
+    if request.param == "direct":
+        return Backend(s3server.kind, s3server.endpoint)
     fp = request.getfixturevalue("aistore_proxy")
     return Backend("aistore", fp.gateway_endpoint, fp)
 

@@ -161,6 +161,21 @@ START_TEST(test_credentials_file_passwd_format)
 }
 END_TEST
 
+START_TEST(test_credentials_file_key_with_a_colon)
+{
+    write_file("passwd2", "AWSAccessKeyId=test:tester\nAWSSecretKey=testing\n", 0600);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/passwd2", home);
+    struct om_creds_options o = {.credentials_file = path};
+    struct om_creds c;
+    char err[256];
+    ck_assert_int_eq(om_creds_resolve(&o, &c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c.access_key, "test:tester");
+    ck_assert_str_eq(c.secret_key, "testing");
+    om_creds_clear(&c);
+}
+END_TEST
+
 START_TEST(test_credentials_file_ini_format)
 {
     write_file("ini", shared, 0400);
@@ -300,6 +315,7 @@ int main(void)
     tcase_add_test(tc, test_aws_profile_env_and_option);
     tcase_add_test(tc, test_shared_file_locations_from_env);
     tcase_add_test(tc, test_credentials_file_passwd_format);
+    tcase_add_test(tc, test_credentials_file_key_with_a_colon);
     tcase_add_test(tc, test_credentials_file_ini_format);
     tcase_add_test(tc, test_readable_credentials_file_refused);
     tcase_add_test(tc, test_credentials_file_is_checked_on_what_is_opened);

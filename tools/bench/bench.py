@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""objmount beside s3fs-fuse and rclone mount, on one private s3rver, in one run.
+"""objmount beside s3fs-fuse and rclone mount, on one private s3rver (or Swift), in one run.
 
-    /usr/bin/python3 tools/bench/bench.py [--quick] [--runs N] [--latency 0,10]
+    /usr/bin/python3 tools/bench/bench.py [--server s3rver|swift] [--quick] [--runs N] [--latency 0,10]
         [--peers objmount,s3fs,rclone] [--cases seq1,seq4,cat,rand,small,loader,meta,ckpt]
         [--out results/DIR] [--update-doc] [--timeout S] [--max-minutes M]
 
@@ -15,7 +15,8 @@ measured the same way. Peers rotate order from run to run.
 
 Writes results.md, results.json, chart.png and logs/ to --out (default
 results/<timestamp>/) and prints the Markdown table. --update-doc rewrites the
-"Latest results" section of doc/benchmarks.md. Everything it started is
+"Latest results" section of doc/benchmarks.md ("Swift quick run" with
+--server swift: OpenStack Swift with s3api instead of s3rver). Everything it started is
 stopped on exit, on errors, on Ctrl-C/SIGTERM and when --max-minutes runs
 out (the figures measured so far are still written). Must run as root (FUSE
 mounts of s3fs and rclone, --drop-caches); see doc/benchmarks.md.
@@ -40,7 +41,7 @@ import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
 import report  # noqa: E402
 from harness.faultproxy import FaultProxy  # noqa: E402  (path set up by peers)
-from harness.s3server import S3Server  # noqa: E402
+from harness import servers  # noqa: E402
 
 REPO_ROOT = peermod.REPO_ROOT
 DISPLAY_ORDER = ["objmount", "s3fs", "rclone", "curl", "curl-direct"]
@@ -225,11 +226,14 @@ class Context:
             self.drop_ok = False
 
     def warm(self, dataset):
-        """Read s3rver's files of a data set so the server answers from memory."""
+        """Read the server's files of a data set so it answers from memory
+        (Swift's files are named by hash: all of its device)."""
         if dataset is None:
             return
         ds = self.dsets[dataset]
         root = os.path.join(self.srv.data_dir, BUCKET, ds.prefix)
+        if self.srv.kind == "swift":
+            root = self.srv.data_dir
         buf = bytearray(MiB)
         for dirpath, _, files in os.walk(root):
             for name in files:
@@ -307,6 +311,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--server", choices=servers.KINDS, default="s3rver",
+                    help="the S3 server every peer reads from (default s3rver)")
     ap.add_argument("--quick", action="store_true",
                     help="1 run per figure (default 3) and smaller data sets: a smoke test")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (median)")
@@ -413,9 +419,29 @@ def rerender(args):
     return 0
 
 
+def presigner(srv):
+    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's keys."""
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
+                            expires=86400)
+
+    def presign(url):
+        r = AWSRequest(method="GET", url=url)
+        auth.add_auth(r)
+        return r.prepare().url
+    return presign
+
+
 def update_doc(result, chart):
     doc = os.path.join(REPO_ROOT, "doc", "benchmarks.md")
     body = report.markdown(result) + "\nPeers:\n\n" + report.settings_markdown(result["meta"])
+    if result["meta"].get("server", "s3rver") == "swift":
+        report.update_doc(doc, body, chart, chart_name="benchmarks-swift.png",
+                          markers=report.DOC_MARKERS_SWIFT)
+        return
     report.update_doc(doc, body, chart)
     log("updated %s" % doc)
 
@@ -424,6 +450,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.report:
         return rerender(args)
+    servers.select(args.server)  # the peers' credentials follow
     if os.geteuid() != 0:
         log("warning: not root: s3fs and rclone may not mount (FUSE needs root here)")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -464,9 +491,11 @@ def main(argv=None):
     deadline = t_start + 60 * args.max_minutes
     interrupted = out_of_time = False
     try:
-        srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+        srv = servers.server_class()(buckets=[BUCKET], base_dir=work).start()
+        if srv.kind == "swift":  # refuses unsigned requests: curl gets presigned URLs
+            casemod.PRESIGN = presigner(srv)
         fp, proxy_fix = start_proxy(srv)
-        log("s3rver %s, proxy %s, work %s" % (srv.endpoint, fp.endpoint, work))
+        log("%s %s, proxy %s, work %s" % (srv.kind, srv.endpoint, fp.endpoint, work))
         seed(srv, dsets_needed, args.seed, work)
         if "ckpt" in cases:
             cases["ckpt"].expected_md5()
@@ -552,7 +581,8 @@ def main(argv=None):
     if not runs:
         return 130 if interrupted else 1
     meta = {
-        "started": started, "host": platform.node(), "cpus": os.cpu_count(),
+        "started": started, "server": args.server, "host": platform.node(),
+        "cpus": os.cpu_count(),
         "kernel": platform.release(), "commit": commit, "runs": args.runs,
         "quick": args.quick, "latencies_ms": args.latencies, "interrupted": interrupted,
         "out_of_time": out_of_time, "drop_caches": bool(ctx and ctx.drop_ok),

@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
 
-from harness import s3server  # noqa: E402
+from harness import s3server, servers  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BUCKET = "bench"
@@ -252,7 +252,7 @@ class S3fs(MountPeer):
         self.passwd = os.path.join(work, "s3fs.passwd")
         fd = os.open(self.passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write("%s:%s\n" % (s3server.ACCESS_KEY, s3server.SECRET_KEY))
+            f.write(servers.credentials_line())  # AWSAccessKeyId= form for Swift's key
         self.tmpdir = os.path.join(work, "s3fs-tmp")
         os.makedirs(self.tmpdir, exist_ok=True)
 
@@ -295,7 +295,7 @@ class Rclone(MountPeer):
             f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
                     "access_key_id = %s\nsecret_access_key = %s\nregion = %s\n"
                     "endpoint = %s\nforce_path_style = true\n"
-                    % (s3server.ACCESS_KEY, s3server.SECRET_KEY, s3server.REGION, endpoint))
+                    % (servers.access_key(), servers.secret_key(), s3server.REGION, endpoint))
         self.cache_dir = os.path.join(work, "rclone-cache")
         os.makedirs(self.cache_dir, exist_ok=True)
 
@@ -365,8 +365,8 @@ class Objmount(MountPeer):
     def command(self, endpoint, mountpoint, work, write=False):
         opts = ",".join(["endpoint=" + endpoint, "cache_dir=" + self.cache_dir] + self.extra)
         return ([self.binary, BUCKET, mountpoint, "-f", "-o", opts],
-                {"AWS_ACCESS_KEY_ID": s3server.ACCESS_KEY,
-                 "AWS_SECRET_ACCESS_KEY": s3server.SECRET_KEY})
+                {"AWS_ACCESS_KEY_ID": servers.access_key(),
+                 "AWS_SECRET_ACCESS_KEY": servers.secret_key()})
 
 
     def collect(self, m, logdir, label):

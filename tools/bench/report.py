@@ -7,6 +7,8 @@ import statistics
 
 DOC_START = "<!-- bench:latest:start (written by tools/bench/bench.py --update-doc) -->"
 DOC_END = "<!-- bench:latest:end -->"
+DOC_MARKERS_SWIFT = ("<!-- bench:swift:start (written by tools/bench/bench.py --server swift "
+                     "--update-doc) -->", "<!-- bench:swift:end -->")
 
 COLORS = {"objmount": "#2ca02c", "s3fs": "#1f77b4", "rclone": "#ff7f0e", "curl": "#7f7f7f",
           "curl-direct": "#c7c7c7"}
@@ -208,6 +210,8 @@ def markdown(result):
     lats = meta["latencies_ms"]
     loads = [r["load1"] for r in result["runs"] if "load1" in r]
     L = []
+    L.append("Server: %s." % {"swift": "OpenStack Swift 2.30 with s3api (all in one, Debian 12)",
+                              "s3rver": "s3rver"}.get(meta.get("server", "s3rver")))
     L.append("Run %s on %s (%d CPUs, %s), objmount tree %s; median of %d run%s per figure "
              "(%s); injected latency is per request, before the first byte. Load average "
              "%.1f before, %.1f after%s; took %.0f min."
@@ -265,7 +269,7 @@ def markdown(result):
              "other for `ls -l` (one folder) and `find` (the whole tree, no delimiter). "
              "The DataLoader and the checkpoint write have no limit row.")
     if "curl-direct" in refs:
-        L.append("`curl-direct` is the same against s3rver without the proxy "
+        L.append("`curl-direct` is the same against the server without the proxy "
                  "(0 ms only): the proxy's own cost.")
     # checkpoint details
     if "ckpt" in cases:
@@ -430,7 +434,8 @@ def write_chart(result, path):
     for n in range(len(cases), nrow * ncol):
         axes[n // ncol][n % ncol].axis("off")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("objmount vs s3fs-fuse vs rclone mount (s3rver through the fault proxy, "
+    fig.suptitle("objmount vs s3fs-fuse vs rclone mount (%s through the fault proxy, "
+                 % result["meta"].get("server", "s3rver") +
                  "%s, median of %d)" % (meta["started"], meta["runs"]), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -438,8 +443,10 @@ def write_chart(result, path):
     return True
 
 
-def update_doc(doc_path, md_body, chart_src=None, chart_name="benchmarks-latest.png"):
-    """Replace the text between the DOC_START/DOC_END markers of doc_path."""
+def update_doc(doc_path, md_body, chart_src=None, chart_name="benchmarks-latest.png",
+               markers=(DOC_START, DOC_END)):
+    """Replace the text between the markers (DOC_START/DOC_END) of doc_path."""
+    DOC_START, DOC_END = markers  # noqa: N806
     with open(doc_path) as f:
         text = f.read()
     if DOC_START not in text or DOC_END not in text:

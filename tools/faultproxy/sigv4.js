@@ -5,7 +5,8 @@
 // way the patched s3rver in tools/node verifies it): the path is decoded and
 // re-encoded per segment (RFC 3986 unreserved characters kept, '/' kept),
 // query parameters are decoded, re-encoded and sorted, signed headers are
-// host, x-amz-content-sha256 and x-amz-date.
+// host, content-md5 and every x-amz-* header present (AWS and Swift's s3api
+// refuse a request with an unsigned x-amz-* header).
 
 const crypto = require('crypto');
 
@@ -87,7 +88,9 @@ function signRequest({
   const day = amzDate.slice(0, 8);
   headers['x-amz-date'] = amzDate;
   headers['x-amz-content-sha256'] = payloadHash;
-  const signed = ['host', 'x-amz-content-sha256', 'x-amz-date'];
+  const signed = Object.keys(headers)
+    .filter(name => name === 'host' || name === 'content-md5' || name.startsWith('x-amz-'))
+    .sort();
   const canonicalHeaders = signed
     .map(name => `${name}:${String(headers[name]).trim().replace(/\s+/g, ' ')}\n`)
     .join('');
