@@ -54,7 +54,12 @@ def put(s3client, bucket, key, data):
 
 
 def no_uploads_left(s3client, bucket):
-    ups = s3client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    # Swift updates its container listings asynchronously: an aborted upload
+    # can stay listed for a moment under load
+    def uploads():
+        return s3client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    wait_for(lambda: not uploads(), 10)
+    ups = uploads()
     assert not ups, "multipart uploads left behind: %s" % [(u["Key"], u["UploadId"]) for u in ups]
 
 
