@@ -236,7 +236,9 @@ int om_creds_parse_stream(FILE *f, const char *bucket, const char *profile, stru
         if (slot) {
             wipe_free(slot);
             *slot = strdup(s);
-            rc = !*slot ? -ENOMEM : out->access_key && out->secret_key ? 0 : -EINVAL;
+            bool both = out->access_key && *out->access_key && out->secret_key &&
+                        *out->secret_key; /* an empty value is no key */
+            rc = !*slot ? -ENOMEM : both ? 0 : -EINVAL;
             continue;
         }
         /* "KEY:SECRET" or "BUCKET:KEY:SECRET" */
