@@ -231,7 +231,8 @@ again:
             struct part *p = w->parts[i];
             if (p->len == 0)
                 continue;
-            if (p->state == P_DONE && (p->gen != p->up_gen || p->up_seq != w->upload_seq))
+            if (p->state == P_DONE && (p->gen != p->up_gen || p->up_seq != w->upload_seq ||
+                                       p->put.body.len != p->len))
                 p->state = P_IDLE; /* changed since, or stored in an upload that is gone */
             if (p->state == P_IDLE && p->failures <= PART_RETRIES)
                 p->state = P_QUEUED;

@@ -879,7 +879,9 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         uint64_t old = w->size;
         w->size = size;
         rc = wi_layout(w);
-        touch(w, OM_MIN(old, size), OM_MAX(old, size) + 1);
+        /* from the last byte kept: a part cut short by a shrink changed too */
+        uint64_t from = OM_MIN(old, size);
+        touch(w, from ? from - 1 : 0, OM_MAX(old, size) + 1);
         w->dirty = true;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
