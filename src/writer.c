@@ -654,26 +654,9 @@ bool om_writer_is_open(struct om_writers *ws, uint64_t ino)
     return open;
 }
 
-static bool release_pending(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    bool pending = w->dirty && w->changes != w->failed_changes && !w->write_error;
-    pthread_mutex_unlock(&w->lock);
-    return pending;
-}
-
 void om_writer_release(struct om_writer *w)
 {
     struct om_writers *ws = w->ws;
-    pthread_mutex_lock(&ws->lock);
-    bool alone = w->refs == 1;
-    pthread_mutex_unlock(&ws->lock);
-    /* the last reference: what is uncommitted goes up while the writer can
-     * still be found, so that a rename, chmod or utimens of the name arriving
-     * meanwhile (the kernel sends RELEASE after close() has returned) waits
-     * for it instead of copying the older object */
-    if (alone && release_pending(w))
-        om_writer_commit(w, NULL);
     pthread_mutex_lock(&ws->lock);
     bool last = --w->refs == 0;
     if (last) {
