@@ -136,7 +136,7 @@ void om_hex(const unsigned char *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-static int hexval(char c)
+int om_hexval(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -150,8 +150,8 @@ static int hexval(char c)
 int om_unhex(const char *in, unsigned char *out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        int hi = hexval(in[2 * i]);
-        int lo = hi < 0 ? -1 : hexval(in[2 * i + 1]);
+        int hi = om_hexval(in[2 * i]);
+        int lo = hi < 0 ? -1 : om_hexval(in[2 * i + 1]);
         if (lo < 0)
             return -EINVAL;
         out[i] = (unsigned char)(hi << 4 | lo);

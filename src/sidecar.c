@@ -1,5 +1,6 @@
 /* Sidecars of staged and recovered data: format, parse, atomic write. */
 #include "objmount/sidecar.h"
+#include "objmount/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,17 +69,6 @@ int om_sidecar_format(const struct om_sidecar *s, struct om_buf *out)
     return rc;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decode [v, end) into out (size n, NUL-terminated). */
 static int decode(const char *v, const char *end, char *out, size_t n)
 {
@@ -86,7 +76,8 @@ static int decode(const char *v, const char *end, char *out, size_t n)
     while (v < end) {
         int c = (unsigned char)*v++;
         if (c == '%') {
-            int hi = end - v >= 2 ? hexval(v[0]) : -1, lo = end - v >= 2 ? hexval(v[1]) : -1;
+            bool two = end - v >= 2;
+            int hi = two ? om_hexval(v[0]) : -1, lo = two ? om_hexval(v[1]) : -1;
             if (hi < 0 || lo < 0)
                 return -EINVAL;
             c = hi * 16 + lo;

@@ -38,6 +38,9 @@ int om_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
 int om_digest_fd_range(enum om_digest_kind kind, int fd, off_t off, uint64_t len,
                        unsigned char *out);
 
+/* The value of one hex digit, or -1. */
+int om_hexval(char c);
+
 /* Lower-case hex of n bytes into out, which must hold 2n+1 bytes. */
 void om_hex(const unsigned char *in, size_t n, char *out);
 /* Parse exactly 2n hex digits. Returns 0 or -EINVAL. */
