@@ -444,6 +444,13 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         if (res)
             *res = w->last;
     }
+    if (!rc && w->ino && ws->cfg.on_commit) {
+        /* still committing: a later commit's news cannot overtake this */
+        struct om_commit_result stored = w->last;
+        pthread_mutex_unlock(&w->lock);
+        ws->cfg.on_commit(ws->cfg.on_commit_ud, w->ino, &stored);
+        pthread_mutex_lock(&w->lock);
+    }
     w->committing = false;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);

@@ -376,35 +376,34 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     fuse_reply_write(req, (size_t)n);
 }
 
-/* Commit a writer and tell meta what is stored now. */
-static int commit(struct om_fs *fs, uint64_t ino, struct om_writer *w)
+/* Every commit of an open file tells meta what is stored now (the writers
+ * call this before the file can leave their table). */
+static void committed(void *ud, uint64_t ino, const struct om_commit_result *res)
 {
-    struct om_commit_result res;
-    int rc = om_writer_commit(w, &res);
-    if (rc || !res.stored)
-        return rc; /* nothing stored: the inode keeps the object's attributes */
+    struct om_fs *fs = ud;
+    if (!res->stored)
+        return; /* nothing stored: the inode keeps the object's attributes */
     struct om_s3_object obj;
     memset(&obj, 0, sizeof(obj));
-    obj.size = res.size;
-    obj.mtime = res.mtime.tv_sec;
+    obj.size = res->size;
+    obj.mtime = res->mtime.tv_sec;
     obj.has_mtime = true;
-    obj.meta_mtime = res.mtime;
-    om_strlcpy(obj.etag, res.etag, sizeof(obj.etag));
-    obj.has_mode = res.meta.has_mode;
-    obj.mode = (uint32_t)res.meta.mode;
-    obj.has_uid = res.meta.has_uid;
-    obj.uid = res.meta.uid;
-    obj.has_gid = res.meta.has_gid;
-    obj.gid = res.meta.gid;
+    obj.meta_mtime = res->mtime;
+    om_strlcpy(obj.etag, res->etag, sizeof(obj.etag));
+    obj.has_mode = res->meta.has_mode;
+    obj.mode = (uint32_t)res->meta.mode;
+    obj.has_uid = res->meta.has_uid;
+    obj.uid = res->meta.uid;
+    obj.has_gid = res->meta.has_gid;
+    obj.gid = res->meta.gid;
     om_meta_committed(fs->meta, ino, &obj);
-    return 0;
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    int rc = h->writer ? commit(fs, ino, h->writer) : 0;
+    int rc = h->writer ? om_writer_commit(h->writer, NULL) : 0;
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
 
@@ -526,7 +525,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             if (!rc)
                 rc = om_writer_truncate(tmp.writer, (uint64_t)attr->st_size);
             if (!rc)
-                rc = commit(fs, ino, tmp.writer);
+                rc = om_writer_commit(tmp.writer, NULL);
             if (tmp.writer)
                 om_writer_release(tmp.writer);
         }
@@ -904,6 +903,8 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .verify_read = cfg->verify && strcmp(cfg->verify, "read") == 0,
         .no_overwrite = cfg->no_overwrite,
         .max_parts_in_flight = (int)cfg->parts_in_flight,
+        .on_commit = committed,
+        .on_commit_ud = fs,
     };
     if (!cfg->ro) {
         fs->writers = om_writers_new(client->s3, &wc, err, errlen);

@@ -654,30 +654,55 @@ bool om_writer_is_open(struct om_writers *ws, uint64_t ino)
     return open;
 }
 
+/* Does the last release have to commit? Caller holds w->lock. What a
+ * failed commit already put in recovery is not sent again; after a failed
+ * write nothing is committed (the application was told). */
+static bool release_pending(const struct om_writer *w)
+{
+    return w->dirty && !w->discarded && w->changes != w->failed_changes && !w->write_error;
+}
+
 void om_writer_release(struct om_writer *w)
 {
     struct om_writers *ws = w->ws;
-    pthread_mutex_lock(&ws->lock);
-    bool last = --w->refs == 0;
-    if (last) {
-        om_htable_remove(&ws->table, &w->node);
-        ws->st.open_writers--;
+    /* Nothing written may vanish: the last reference commits what is
+     * uncommitted, and does so while the writer is still in the table. The
+     * kernel sends RELEASE after close() has returned, so a chmod, utimens or
+     * rename of the name (rsync does all three) can arrive meanwhile: it
+     * finds the writer and rides on or waits for this commit instead of
+     * acting on the older object. The writer leaves the table only with
+     * nothing pending, checked under both locks (w->lock first). */
+    bool tried = false;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        bool pending = !tried && release_pending(w);
+        pthread_mutex_lock(&ws->lock);
+        bool last = w->refs == 1;
+        if (!last || !pending) {
+            w->refs--;
+            if (last) {
+                om_htable_remove(&ws->table, &w->node);
+                ws->st.open_writers--;
+            }
+        }
+        pthread_mutex_unlock(&ws->lock);
+        if (!last || !pending) {
+            if (last && w->write_error && w->dirty)
+                om_warn("%s: not uploaded: a write failed (%s); the stored object is unchanged",
+                        w->key, strerror(-w->write_error));
+            pthread_mutex_unlock(&w->lock);
+            if (!last)
+                return;
+            break;
+        }
+        uint64_t changes = w->changes;
+        pthread_mutex_unlock(&w->lock);
+        int rc = om_writer_commit(w, NULL);
+        /* once more only if someone changed the file during this commit */
+        pthread_mutex_lock(&w->lock);
+        tried = rc != 0 || w->changes == changes;
+        pthread_mutex_unlock(&w->lock);
     }
-    pthread_mutex_unlock(&ws->lock);
-    if (!last)
-        return;
-    /* nothing written may vanish: an uncommitted change is committed now, and
-     * kept in recovery if that fails; what a failed commit already put in
-     * recovery is not sent again. After a failed write nothing is committed:
-     * the application was told, and the stored object stays as it was. */
-    pthread_mutex_lock(&w->lock);
-    bool pending = w->dirty && w->changes != w->failed_changes && !w->write_error;
-    if (w->write_error && w->dirty)
-        om_warn("%s: not uploaded: a write failed (%s); the stored object is unchanged", w->key,
-                strerror(-w->write_error));
-    pthread_mutex_unlock(&w->lock);
-    if (pending)
-        om_writer_commit(w, NULL);
     wi_drain(w);
     if (w->upload_id)
         wi_abort_upload(w);

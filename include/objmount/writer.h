@@ -32,6 +32,8 @@
 
 #include "objmount/s3.h"
 
+struct om_commit_result;
+
 struct om_writers_config {
     const char *cache_dir; /* staging/ and recovery/ live here */
     const char *bucket;    /* for sidecars */
@@ -43,6 +45,12 @@ struct om_writers_config {
     bool verify_read;
     bool no_overwrite;
     int max_parts_in_flight; /* per file */
+    /* Called after every commit that stored something of an open file
+     * (flush, fsync, rename, last release), with no writer lock held and
+     * before the writer can leave the table of open files: what the
+     * filesystem shows for ino becomes what is stored. */
+    void (*on_commit)(void *ud, uint64_t ino, const struct om_commit_result *res);
+    void *on_commit_ud;
 };
 
 struct om_writers;
