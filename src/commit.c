@@ -382,6 +382,7 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     uint64_t delay = ws->cfg.upload_retry_ms;
     for (int attempt = 0;; attempt++) {
         size = w->size; /* the file as it is now: a write may come in between */
+        w->last_error[0] = '\0'; /* this attempt's failure names itself */
         if (size <= ws->cfg.part_size) {
             struct om_file_meta m = w->meta;
             pthread_mutex_unlock(&w->lock);
@@ -396,6 +397,8 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
                 continue;
             }
         }
+        if (rc && !w->last_error[0]) /* every failure names itself; this is the fallback */
+            snprintf(w->last_error, sizeof(w->last_error), "%s", strerror(-rc));
         if (rc == 0 || attempt >= ws->cfg.upload_retries)
             break;
         if (stop_expired(ws, delay)) {

@@ -499,6 +499,8 @@ static void work_on(struct om_writer *w)
             w->inflight--;
             p->state = P_IDLE;
             w->part_failed = true;
+            snprintf(w->last_error, sizeof(w->last_error), "part %d: its upload could not start",
+                     p->number);
             break;
         }
     }
