@@ -134,6 +134,10 @@ static const struct opt options[] = {
     OPT("cache_dir", "PATH", K_STRING, cache_dir, 0, 0,
         "staging and recovery directories (default /var/cache/objmount for root, else "
         "~/.cache/objmount)"),
+    OPT("data_cache", "SIZE|auto|off", K_STRING, data_cache, 0, 0,
+        "keep verified blocks of what is read under cache_dir/data, for later epochs, remounts "
+        "and other mounts of the same cache_dir: SIZE bounds it, 'auto' takes up to half of "
+        "the filesystem above min_free_space (default off; training: auto)"),
     OPT("min_free_space", "SIZE", K_SIZE, min_free_space, 0, 1ULL << 50,
         "writes fail with ENOSPC rather than fill the cache filesystem below this (default "
         "1 GiB or 2% of it, whichever is less)"),
@@ -544,6 +548,16 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
             cfg->keep_cache = true;
         if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
             return -ENOMEM;
+        if (!cfg->data_cache && !(cfg->data_cache = strdup("auto")))
+            return -ENOMEM;
+    }
+    cfg->data_cache_bytes = 0;
+    if (cfg->data_cache && strcmp(cfg->data_cache, "auto") != 0 &&
+        strcmp(cfg->data_cache, "off") != 0 &&
+        (om_parse_size(cfg->data_cache, &cfg->data_cache_bytes) || cfg->data_cache_bytes < (16ULL << 20))) {
+        snprintf(err, errlen, "option data_cache: '%s' is not a size of at least 16M, 'auto' or "
+                 "'off'", cfg->data_cache);
+        return -EINVAL;
     }
     if (!om_config_is_set(cfg, "file_mode"))
         cfg->file_mode = 0666 & ~cfg->umask;

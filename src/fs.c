@@ -2,6 +2,7 @@
 #include "objmount/fs.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "objmount/dcache.h"
 #include "objmount/log.h"
 
 /* An open file: a reader (created on the first read that goes to the
@@ -401,7 +403,7 @@ static void committed(void *ud, uint64_t ino, const struct om_commit_result *res
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct om_fs *fs = fs_of(req);
+    (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
     int rc = h->writer ? om_writer_commit(h->writer, NULL) : 0;
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
@@ -844,10 +846,38 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .statfs = op_statfs,
 };
 
-static int fetch_whole(void *ud, const char *key, uint64_t size, struct om_s3_object *obj,
+static int fetch_whole(void *ud, const char *key, uint64_t size, const char *listed_etag,
+                       struct om_s3_object *obj,
                        struct om_s3_error *err)
 {
-    return om_readers_fetch_whole(ud, key, size, obj, err);
+    return om_readers_fetch_whole(ud, key, size, listed_etag, obj, err);
+}
+
+/* The data cache (data_cache=), or NULL: a cache that cannot be used is
+ * one warning, never a failed mount. */
+static struct om_dcache *open_data_cache(const struct om_config *cfg)
+{
+    if (!cfg->data_cache || strcmp(cfg->data_cache, "off") == 0 || !cfg->cache_dir)
+        return NULL;
+    struct om_dcache_config dc = {
+        .cache_dir = cfg->cache_dir,
+        .endpoint = cfg->endpoint,
+        .bucket = cfg->bucket,
+        .size = cfg->data_cache_bytes,
+        .auto_size = strcmp(cfg->data_cache, "auto") == 0,
+        .min_free_space = cfg->min_free_space,
+    };
+    char err[512];
+    struct om_dcache *c = om_dcache_new(&dc, err, sizeof(err));
+    if (!c) {
+        om_warn("data cache off: %s", err);
+        return NULL;
+    }
+    struct om_dcache_stats st;
+    om_dcache_get_stats(c, &st);
+    om_info("data cache %s/data: %" PRIu64 " MiB of %" PRIu64 " MiB used, %" PRIu64 " blocks",
+            cfg->cache_dir, st.size_bytes >> 20, st.limit_bytes >> 20, st.blocks);
+    return c;
 }
 
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
@@ -883,6 +913,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .prefetch_initial = cfg->prefetch_initial,
         .prefetch_max = cfg->prefetch_max,
         .small_file_size = cfg->small_file_size,
+        .dcache = fs->dcache = open_data_cache(cfg),
     };
     fs->readers = om_readers_new(client->s3, &rc);
     mc.fetch_ud = fs->readers;
@@ -939,6 +970,8 @@ void om_fs_destroy(struct om_fs *fs)
     om_writers_free(fs->writers);
     fs->writers = NULL;
     om_readers_free(fs->readers);
+    om_dcache_free(fs->dcache); /* after the readers: their stores are done */
+    fs->dcache = NULL;
     om_meta_free(fs->meta);
     fs->readers = NULL;
     fs->meta = NULL;

@@ -524,6 +524,7 @@ int main(int argc, char **argv)
         .http = client.http,
         .meta = fs.meta,
         .readers = fs.readers,
+        .dcache = fs.dcache,
         .writers = fs.writers,
     };
     struct om_ctl *ctl = om_ctl_start(&sources, cfg.mountpoint, err, sizeof(err));

@@ -410,9 +410,12 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
     }
     bool object_only = hit == 2, dir_only = hit == 3;
     uint64_t listed_size = 0;
+    char listed_etag[OM_ETAG_MAX] = "";
     if (object_only) {
         struct dentry *d = mi_listing_find(dir->listing, name);
         listed_size = d ? d->size : 0;
+        if (d && d->etag)
+            om_strlcpy(listed_etag, d->etag, sizeof(listed_etag));
     }
     size_t klen = strlen(dir->key) + strlen(name) + 1;
     char *key = malloc(klen);
@@ -433,7 +436,8 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
         memset(&r, 0, sizeof(r));
         if (for_open && m->cfg.fetch_whole && listed_size > 0 &&
             listed_size <= m->cfg.fetch_whole_max)
-            rc = m->cfg.fetch_whole(m->cfg.fetch_ud, key, listed_size, &r.obj, &err);
+            rc = m->cfg.fetch_whole(m->cfg.fetch_ud, key, listed_size, listed_etag, &r.obj,
+                                    &err);
         else
             rc = om_s3_head(m->s3, key, &r.obj, &err);
         r.is_file = rc == 0;

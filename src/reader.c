@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
+#include "objmount/dcache.h"
 #include "objmount/log.h"
 #include "objmount/util.h"
 
@@ -40,6 +41,7 @@ struct om_read_seg {
     bool dead; /* no longer in the reader's list; freed when the GET ends */
     bool in_lru;
     bool prefetch;
+    bool from_cache; /* being read from the data cache (no GET to cancel) */
     struct om_read_seg *next; /* reader list, by offset */
     struct om_read_seg *lru_prev, *lru_next;
     struct om_s3_get get;
@@ -80,6 +82,9 @@ struct om_reader {
     uint64_t streak; /* sequential bytes read since the window last grew */
     int loading;     /* GETs in flight */
     int views;       /* views not yet done: close waits for them */
+    int stores;      /* segments the data cache is still copying */
+    bool cacheable;  /* the data cache may hold blocks of this version */
+    struct om_dcache_obj dobj;
     bool closing;
     struct om_reader *stash_next; /* a holder in rs->stash */
 };
@@ -189,13 +194,68 @@ static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
 
 /* ---- segments ---- */
 
+static void stored(void *ud, int rc);
+
+/* Offer the whole blocks of a segment just fetched to the data cache; the
+ * segment stays pinned until they are copied. Caller holds rs->lock. */
+static void offer_to_cache(struct om_readers *rs, struct om_read_seg *s)
+{
+    struct om_reader *r = s->r;
+    if (!r->cacheable || r->closing || s->off % OM_DCACHE_BLOCK)
+        return;
+    uint64_t n = s->len / OM_DCACHE_BLOCK;
+    if (s->off + s->len == r->size && s->len % OM_DCACHE_BLOCK)
+        n++; /* the object's short last block */
+    if (!n)
+        return;
+    s->pins++;
+    r->stores++;
+    if (!om_dcache_store(rs->cfg.dcache, &r->dobj, s->off / OM_DCACHE_BLOCK, n, s->buf, stored,
+                         s)) {
+        s->pins--;
+        r->stores--;
+    }
+}
+
+static void stored(void *ud, int rc)
+{
+    (void)rc;
+    struct om_read_seg *s = ud;
+    struct om_readers *rs = s->r->rs;
+    pthread_mutex_lock(&rs->lock);
+    s->pins--;
+    s->r->stores--;
+    lru_push(rs, s);
+    pthread_cond_broadcast(&rs->cond);
+    pthread_mutex_unlock(&rs->lock);
+}
+
+/* A segment's bytes arrived (or failed). Caller holds rs->lock. */
+static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
+{
+    struct om_reader *r = s->r;
+    r->loading--;
+    if (ok) {
+        s->state = SEG_READY;
+        if (!s->from_cache && !s->dead)
+            offer_to_cache(rs, s);
+    }
+    if (s->dead) {
+        seg_release_memory(rs, s);
+        free(s);
+    } else {
+        lru_push(rs, s);
+    }
+    pthread_cond_broadcast(&rs->cond);
+}
+
 static void on_get_done(struct om_s3_get *g)
 {
     struct om_read_seg *s = g->ud;
     struct om_reader *r = s->r;
     struct om_readers *rs = r->rs;
     pthread_mutex_lock(&rs->lock);
-    r->loading--;
+    bool ok = false;
     if (g->error) {
         s->state = SEG_ERROR;
         s->error = g->error;
@@ -216,15 +276,30 @@ static void on_get_done(struct om_s3_get *g)
                 ": the object changed size",
                 r->key, g->got, s->len, s->off);
     } else {
-        s->state = SEG_READY;
+        ok = true;
     }
-    if (s->dead) {
-        seg_release_memory(rs, s);
-        free(s);
+    seg_loaded(rs, s, ok);
+    pthread_mutex_unlock(&rs->lock);
+}
+
+static void submit_get(struct om_readers *rs, struct om_read_seg *s);
+
+/* The data cache read a segment, or could not (a block was missing or
+ * bad): then the store is asked. */
+static void on_cache_loaded(void *ud, int rc)
+{
+    struct om_read_seg *s = ud;
+    struct om_readers *rs = s->r->rs;
+    pthread_mutex_lock(&rs->lock);
+    if (rc == 0 || s->dead) {
+        if (rc == 0)
+            rs->st.cache_loads++;
+        seg_loaded(rs, s, rc == 0);
     } else {
-        lru_push(rs, s);
+        s->from_cache = false;
+        s->r->loading--;
+        submit_get(rs, s);
     }
-    pthread_cond_broadcast(&rs->cond);
     pthread_mutex_unlock(&rs->lock);
 }
 
@@ -248,9 +323,11 @@ static uint64_t next_start(struct om_reader *r, uint64_t off)
     return r->size;
 }
 
-/* Create and start a segment [off, off+len) in a gap of the reader's list.
- * Caller holds the lock. NULL when there is no memory. */
-static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand)
+/* Create and start a segment [off, off+len) in a gap of the reader's list,
+ * read from the data cache when cached says its blocks are there. Caller
+ * holds the lock. NULL when there is no memory. */
+static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand,
+                                     bool cached)
 {
     struct om_readers *rs = r->rs;
     size_t maplen = (size_t)((len + 4095) & ~(uint64_t)4095);
@@ -284,10 +361,30 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
     s->maplen = maplen;
     s->state = SEG_LOADING;
     s->prefetch = !demand;
+    s->next = *pp;
+    *pp = s;
+    r->nsegs++;
+    if (cached && om_dcache_load(rs->cfg.dcache, &r->dobj, off / OM_DCACHE_BLOCK,
+                                 (len + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK, s->buf,
+                                 on_cache_loaded, s) == 0) {
+        s->from_cache = true;
+        r->loading++;
+        return s;
+    }
+    if (r->cacheable && off % OM_DCACHE_BLOCK == 0)
+        om_dcache_count_miss(rs->cfg.dcache, (len + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK, len);
+    submit_get(rs, s);
+    return s;
+}
+
+/* Start the ranged GET of a segment. Caller holds the lock. */
+static void submit_get(struct om_readers *rs, struct om_read_seg *s)
+{
+    struct om_reader *r = s->r;
     s->get = (struct om_s3_get){
         .key = r->key,
-        .off = off,
-        .len = len,
+        .off = s->off,
+        .len = s->len,
         .if_match = r->etag[0] ? r->etag : NULL,
         .size_known = true,
         .size = r->size,
@@ -295,13 +392,10 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         .done = on_get_done,
         .ud = s,
     };
-    s->next = *pp;
-    *pp = s;
-    r->nsegs++;
     r->loading++;
     rs->st.gets++;
-    rs->st.get_bytes += len;
-    if (!demand)
+    rs->st.get_bytes += s->len;
+    if (s->prefetch)
         rs->st.prefetch_gets++;
     int rc = om_s3_get_submit(rs->s3, &s->get);
     if (rc) {
@@ -309,7 +403,6 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         s->state = SEG_ERROR;
         s->error = rc;
     }
-    return s;
 }
 
 /* Cover [off, end) with segments of at most chunk bytes, aligned to align.
@@ -341,7 +434,25 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
         stop = OM_MIN(stop, OM_MIN(limit, r->size));
         if (stop <= start)
             return true;
-        if (!seg_start(r, start, stop - start, demand))
+        bool cached = false;
+        if (r->cacheable && start % OM_DCACHE_BLOCK == 0) {
+            /* one segment is all cached blocks or all fetched ones */
+            uint64_t first = start / OM_DCACHE_BLOCK;
+            uint64_t nb = (stop - start + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK;
+            uint64_t run = om_dcache_run(r->rs->cfg.dcache, &r->dobj, first, nb, &cached);
+            if (run && run < nb)
+                stop = (first + run) * OM_DCACHE_BLOCK;
+            if (cached && stop % OM_DCACHE_BLOCK && stop != r->size) {
+                /* a cached segment is whole blocks: the rest of the last
+                 * one goes in the next segment */
+                uint64_t whole = stop - stop % OM_DCACHE_BLOCK;
+                if (whole > start)
+                    stop = whole;
+                else
+                    cached = false;
+            }
+        }
+        if (!seg_start(r, start, stop - start, demand, cached))
             return false;
         at = stop;
     }
@@ -422,9 +533,24 @@ static struct om_read_seg *stash_take(struct om_readers *rs, const char *key, co
     return got;
 }
 
-int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
-                           struct om_s3_object *obj, struct om_s3_error *err)
+/* Does the data cache hold all of (key, etag, size)? */
+static bool cached_whole(struct om_readers *rs, const char *key, const char *etag, uint64_t size)
 {
+    struct om_dcache_obj o;
+    bool cached = false;
+    if (!rs->cfg.dcache || !etag || !etag[0] ||
+        !om_dcache_obj_init(rs->cfg.dcache, key, etag, size, &o))
+        return false;
+    uint64_t n = om_dcache_blocks(&o);
+    return om_dcache_run(rs->cfg.dcache, &o, 0, n, &cached) == n && cached;
+}
+
+int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                           const char *listed_etag, struct om_s3_object *obj,
+                           struct om_s3_error *err)
+{
+    if (cached_whole(rs, key, listed_etag, size))
+        return om_s3_head(rs->s3, key, obj, err);
     size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);
     pthread_mutex_lock(&rs->lock);
     if (++rs->win_lookups >= LOOKUP_WINDOW) {
@@ -515,6 +641,7 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     r->size = size;
     om_strlcpy(r->etag, etag ? etag : "", sizeof(r->etag));
     r->window = rs->cfg.prefetch_initial;
+    r->cacheable = rs->cfg.dcache && om_dcache_obj_init(rs->cfg.dcache, key, r->etag, size, &r->dobj);
     pthread_mutex_lock(&rs->lock);
     rs->st.open_readers++;
     if (size <= rs->cfg.small_file_size)
@@ -524,6 +651,7 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
         for (struct om_read_seg *s = r->segs; s; s = s->next) {
             s->r = r;
             rs->st.lookup_get_hits++;
+            offer_to_cache(rs, s); /* what the lookup fetched is worth keeping too */
         }
     }
     pthread_mutex_unlock(&rs->lock);
@@ -534,7 +662,7 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
 static void cancel_loading(struct om_reader *r, uint64_t from)
 {
     for (struct om_read_seg *s = r->segs; s; s = s->next) {
-        if (s->state == SEG_LOADING && s->off >= from && s->pins == 0)
+        if (s->state == SEG_LOADING && !s->from_cache && s->off >= from && s->pins == 0)
             om_s3_get_cancel(r->rs->s3, &s->get);
     }
 }
@@ -547,7 +675,7 @@ void om_reader_close(struct om_reader *r)
     cancel_loading(r, 0);
     /* a reply can end a read before its view is done: the kernel may then
      * release the file while that thread still holds the view */
-    while (r->loading > 0 || r->views > 0)
+    while (r->loading > 0 || r->views > 0 || r->stores > 0)
         pthread_cond_wait(&rs->cond, &rs->lock);
     while (r->segs)
         seg_drop(rs, r->segs);
@@ -633,11 +761,16 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
             r->streak = 0;
         }
         uint64_t chunk = OM_MIN(c->part_size, OM_MAX(r->window / 4, (uint64_t)MIN_CHUNK));
-        cover(r, off, end, chunk, 1, true);
+        uint64_t align = 1;
+        if (r->cacheable) { /* whole blocks of the data cache */
+            align = OM_DCACHE_BLOCK;
+            chunk = OM_MAX(chunk - chunk % OM_DCACHE_BLOCK, OM_DCACHE_BLOCK);
+        }
+        cover(r, off, end, chunk, align, true);
         uint64_t target = OM_MIN(end + r->window, r->size);
         uint64_t from = OM_MAX(end, r->ahead);
         if (from < target && !r->closing)
-            cover(r, from, target, chunk, 1, false);
+            cover(r, from, target, chunk, align, false);
         uint64_t covered = end;
         for (struct om_read_seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
             if (s->off > covered)
@@ -651,7 +784,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         r->window = c->prefetch_initial;
         r->streak = 0;
         r->ahead = end;
-        cover(r, off, end, end - off, RANDOM_ALIGN, true);
+        cover(r, off, end, end - off, r->cacheable ? OM_DCACHE_BLOCK : RANDOM_ALIGN, true);
     }
 
     /* Pin what covers the request and wait for it. A pinned segment is

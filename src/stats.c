@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "objmount/dcache.h"
 #include "objmount/json.h"
 #include "objmount/log.h"
 
@@ -52,6 +53,8 @@ struct snapshot {
     struct om_meta_stats meta;
     struct om_readers_stats rd;
     struct om_writers_stats wr;
+    struct om_dcache_stats dc;
+    bool has_dc;
     uint64_t rss;
     int recovery;
 };
@@ -65,6 +68,9 @@ static void take(const struct om_stats_sources *s, struct snapshot *n)
     om_readers_get_stats(s->readers, &n->rd);
     if (s->writers)
         om_writers_get_stats(s->writers, &n->wr);
+    n->has_dc = s->dcache != NULL;
+    if (n->has_dc)
+        om_dcache_get_stats(s->dcache, &n->dc);
     n->rss = rss_bytes();
     n->recovery = om_stats_recovery_count(s->cache_dir);
 }
@@ -141,6 +147,19 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
             n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads);
+    if (!rc && n->has_dc)
+        rc = om_buf_printf(
+            b,
+            "data cache: %.1f of %.1f MiB, %" PRIu64 " blocks; hits %" PRIu64 " (%.1f MiB, %.1f%% of "
+            "cacheable bytes), misses %" PRIu64 " (%.1f MiB); stored %" PRIu64 " (%.1f MiB), not "
+            "admitted %" PRIu64 ", evicted %" PRIu64 ", corrupt dropped %" PRIu64
+            ", in flight %" PRIu64 "%s\n",
+            (double)n->dc.size_bytes / 1048576.0, (double)n->dc.limit_bytes / 1048576.0,
+            n->dc.blocks, n->dc.hits, (double)n->dc.hit_bytes / 1048576.0,
+            100.0 * ratio(n->dc.hit_bytes, n->dc.hit_bytes + n->dc.miss_bytes), n->dc.misses,
+            (double)n->dc.miss_bytes / 1048576.0, n->dc.inserts,
+            (double)n->dc.insert_bytes / 1048576.0, n->dc.rejected, n->dc.evictions,
+            n->dc.corrupt, n->dc.in_flight, n->dc.storing ? "" : "; storing OFF (disk failure)");
     if (!rc)
         rc = om_buf_printf(b,
                            "memory: read buffers %.1f MiB in use, peak %.1f MiB, limit %.1f MiB; "
@@ -181,6 +200,38 @@ static int per_op(struct om_buf *b, const struct snapshot *n, const char *name, 
         uint64_t v = *(const uint64_t *)((const char *)&n->ops[i] + field);
         rc = om_buf_printf(b, "objmount_%s{op=\"%s\"} %" PRIu64 "\n", name, n->ops[i].op, v);
     }
+    return rc;
+}
+
+static int prom_data_cache(struct om_buf *b, const struct om_dcache_stats *d)
+{
+    int rc = PROM_GAUGE(b, "data_cache_bytes", "Bytes in the data cache (all its mounts).",
+                        d->size_bytes);
+    if (!rc)
+        rc = PROM_GAUGE(b, "data_cache_limit_bytes", "Bound of the data cache.", d->limit_bytes);
+    if (!rc)
+        rc = PROM_GAUGE(b, "data_cache_blocks", "Blocks this mount knows in the data cache.",
+                        d->blocks);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_hit_bytes_total", "Bytes read from the data cache.",
+                          d->hit_bytes);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_miss_bytes_total",
+                          "Cacheable bytes fetched from the store.", d->miss_bytes);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_inserts_total", "Blocks stored.", d->inserts);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_rejected_total",
+                          "Blocks not admitted: what they would displace is read more.",
+                          d->rejected);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_evictions_total", "Blocks evicted.", d->evictions);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_corrupt_total", "Bad blocks found and dropped.",
+                          d->corrupt);
+    if (!rc)
+        rc = PROM_GAUGE(b, "data_cache_in_flight", "Block reads and writes under way.",
+                        d->in_flight);
     return rc;
 }
 
@@ -251,6 +302,8 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
         rc = PROM_COUNTER(b, "lookup_heads_total",
                           "Small objects a lookup HEADed because few lookups were opens.",
                           n->rd.lookup_heads);
+    if (!rc && n->has_dc)
+        rc = prom_data_cache(b, &n->dc);
     if (!rc)
         rc = PROM_GAUGE(b, "read_buffer_bytes", "Read buffer memory in use.", n->rd.memory_used);
     if (!rc)
@@ -381,6 +434,26 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "lookup_whole_gets_opened", n->rd.lookup_get_hits);
     om_json_u64(&j, "lookup_heads", n->rd.lookup_heads);
     om_json_end(&j, '}');
+    if (!n->has_dc) {
+        om_json_str(&j, "data_cache", NULL);
+    } else {
+        om_json_object(&j, "data_cache");
+        om_json_u64(&j, "size_bytes", n->dc.size_bytes);
+        om_json_u64(&j, "limit_bytes", n->dc.limit_bytes);
+        om_json_u64(&j, "blocks", n->dc.blocks);
+        om_json_u64(&j, "hits", n->dc.hits);
+        om_json_u64(&j, "hit_bytes", n->dc.hit_bytes);
+        om_json_u64(&j, "misses", n->dc.misses);
+        om_json_u64(&j, "miss_bytes", n->dc.miss_bytes);
+        om_json_u64(&j, "inserts", n->dc.inserts);
+        om_json_u64(&j, "insert_bytes", n->dc.insert_bytes);
+        om_json_u64(&j, "rejected", n->dc.rejected);
+        om_json_u64(&j, "evictions", n->dc.evictions);
+        om_json_u64(&j, "corrupt", n->dc.corrupt);
+        om_json_u64(&j, "in_flight", n->dc.in_flight);
+        om_json_bool(&j, "storing", n->dc.storing);
+        om_json_end(&j, '}');
+    }
     om_json_object(&j, "memory");
     om_json_u64(&j, "read_buffer_bytes", n->rd.memory_used);
     om_json_u64(&j, "read_buffer_peak_bytes", n->rd.memory_peak);

@@ -66,6 +66,8 @@ struct om_config {
     uint64_t negative_timeout_ms;
     bool keep_cache; /* keep the page cache across opens without checking ETags */
     char *metadata; /* "listing", "lookup" or "head" */
+    char *data_cache;          /* SIZE, "auto" or "off"; NULL = off */
+    uint64_t data_cache_bytes; /* SIZE parsed; 0 for auto and off */
 
     /* the read path */
     uint64_t memory_limit; /* bytes of read buffers; 0 = sized to the machine */

@@ -18,6 +18,7 @@ struct om_fs {
     struct om_client *client; /* borrowed */
     struct om_meta *meta;
     struct om_readers *readers;
+    struct om_dcache *dcache; /* NULL: no data cache */
     struct om_writers *writers;
     struct om_ns *ns;
     double attr_timeout; /* seconds, for the kernel */

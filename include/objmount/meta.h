@@ -49,7 +49,8 @@ struct om_meta_config {
     /* Optional: look up a file the listing shows at most fetch_whole_max
      * bytes long with one GET of the whole object instead of a HEAD (see
      * om_readers_fetch_whole). */
-    int (*fetch_whole)(void *ud, const char *key, uint64_t size, struct om_s3_object *obj,
+    int (*fetch_whole)(void *ud, const char *key, uint64_t size, const char *listed_etag,
+                       struct om_s3_object *obj,
                        struct om_s3_error *err);
     void *fetch_ud;
     uint64_t fetch_whole_max;

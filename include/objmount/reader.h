@@ -25,12 +25,15 @@
 
 #include "objmount/s3.h"
 
+struct om_dcache;
+
 struct om_readers_config {
     uint64_t memory_limit;
     uint64_t part_size;
     uint64_t prefetch_initial;
     uint64_t prefetch_max;
     uint64_t small_file_size;
+    struct om_dcache *dcache; /* NULL: no data cache */
 };
 
 struct om_readers;
@@ -49,7 +52,12 @@ void om_readers_free(struct om_readers *rs);
  * object emptied since it was listed, or when the GET fails (other than
  * not found), a HEAD answers; so it does while recent lookups were mostly
  * not followed by opens (stat-only work). 0 or a negative errno. */
+/* A lookup of a small object: its bytes come with its metadata (one GET,
+ * kept for the open that follows), unless few lookups are opens, or the
+ * data cache holds the version the listing showed (listed_etag): a HEAD
+ * then. */
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                           const char *listed_etag,
                            struct om_s3_object *obj, struct om_s3_error *err);
 
 /* A read handle on key as seen at open (size, etag; etag may be ""). NULL
@@ -105,6 +113,7 @@ struct om_readers_stats {
     uint64_t lookup_gets;     /* small objects a lookup fetched whole */
     uint64_t lookup_get_hits; /* of those, opened and read from memory */
     uint64_t lookup_heads;    /* ... HEADed instead: few lookups were opens */
+    uint64_t cache_loads;     /* segments read from the data cache */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 

@@ -22,6 +22,7 @@ struct om_stats_sources {
     struct om_meta *meta;
     struct om_readers *readers;
     struct om_writers *writers; /* NULL on read-only mounts */
+    struct om_dcache *dcache;   /* NULL without a data cache */
 };
 
 enum om_stats_format {

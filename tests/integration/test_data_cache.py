@@ -1,0 +1,257 @@
+"""The data cache (-o data_cache=): bytes identical across epochs and
+remounts, no GET for a cached data set after a remount with
+profile=training, a changed object never served from old blocks, corrupt,
+truncated and foreign blocks dropped and fetched again, kill -9 during a
+fill, two mounts sharing one cache_dir under one bound, a scan 1.5x the
+cache keeping more than half, a full disk, loose permissions, bad
+options."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import admin
+from harness.mount import MiB, MountFailed, daemon_pids, payload, seed, wait_for
+
+HDR = 64
+
+
+def stats(m):
+    p = admin.ctl(["stats", "--json", m.path])
+    assert p.returncode == 0, p.stderr
+    arr = json.loads(p.stdout)
+    arr = arr if isinstance(arr, list) else [arr]
+    found = [o for o in arr if o.get("mountpoint") == m.path]
+    assert found, arr
+    return found[0]
+
+
+def live(rw_mount, bucket, opts, **kw):
+    m = rw_mount(bucket, opts, **kw)
+    assert admin.wait_socket(m.path), "no admin socket for %s" % m.path
+    return m
+
+
+def read_tree(m, names):
+    got = {}
+    for n in names:
+        with open(m.join(n), "rb") as f:
+            got[n] = f.read()
+    return got
+
+
+def blocks(cache_dir):
+    return sorted(p for p in glob.glob(os.path.join(cache_dir, "data", "??", "*"))
+                  if os.path.isfile(p))
+
+
+def drop_page_cache():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def settle(m):
+    """Wait until the cache has written what it was given."""
+    assert wait_for(lambda: stats(m)["data_cache"]["in_flight"] == 0, timeout=30)
+
+
+@pytest.fixture
+def dataset(s3client, bucket):
+    objs = {"ds/f%02d.bin" % i: payload("dc%d" % i, 300000 + 70001 * i) for i in range(10)}
+    objs["ds/big.bin"] = payload("dc-big", 5 * MiB + 12345)
+    seed(s3client, bucket, objs)
+    return objs
+
+
+def test_epochs_and_remount_are_identical_and_a_cached_set_sends_no_get(
+        rw_mount, bucket, dataset, cache_dir):
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    settle(m)
+    st = stats(m)["data_cache"]
+    assert st["inserts"] >= len(dataset) and st["hit_bytes"] == 0, st
+    files = blocks(cache_dir)
+    assert files and all(os.stat(p).st_mode & 0o777 == 0o600 for p in files)
+    assert os.stat(os.path.join(cache_dir, "data")).st_mode & 0o777 == 0o700
+    drop_page_cache()
+    assert read_tree(m, dataset) == dataset  # epoch 2, same mount
+    st2 = stats(m)
+    assert st2["data_cache"]["hit_bytes"] >= sum(map(len, dataset.values())), st2["data_cache"]
+    m.unmount()
+    # the next job: profile=training lists and reads, no GET at all
+    m = live(rw_mount, bucket, "profile=training")
+    before = stats(m)["reads"]["gets"]
+    walked = sorted(os.path.join(r, f)[len(m.path) + 1:]
+                    for r, _, fs in os.walk(m.path) for f in fs)
+    assert walked == sorted(dataset)
+    assert read_tree(m, dataset) == dataset
+    st3 = stats(m)
+    assert st3["reads"]["gets"] == before, st3["reads"]
+    assert st3["data_cache"]["hit_bytes"] >= sum(map(len, dataset.values()))
+
+
+def test_a_changed_object_is_never_served_from_old_blocks(
+        rw_mount, bucket, dataset, cache_dir, s3client):
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, ["ds/f03.bin", "ds/big.bin"])["ds/big.bin"] == dataset["ds/big.bin"]
+    settle(m)
+    m.unmount()
+    new = payload("dc-big-v2", 5 * MiB + 12345)  # same size, new bytes
+    s3client.put_object(Bucket=bucket, Key="ds/big.bin", Body=new)
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, ["ds/big.bin"])["ds/big.bin"] == new
+    assert read_tree(m, ["ds/f03.bin"])["ds/f03.bin"] == dataset["ds/f03.bin"]
+    st = stats(m)
+    assert st["data_cache"]["miss_bytes"] >= len(new)
+
+
+def test_corrupt_truncated_and_foreign_blocks_are_dropped_and_fetched_again(
+        rw_mount, bucket, dataset, cache_dir):
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    settle(m)
+    m.unmount()
+    files = blocks(cache_dir)
+    assert len(files) >= 4
+    with open(files[0], "r+b") as f:  # a flipped byte in the data
+        f.seek(HDR + 1000)
+        b = f.read(1)
+        f.seek(HDR + 1000)
+        f.write(bytes([b[0] ^ 0xff]))
+    with open(files[1], "r+b") as f:  # truncated
+        f.truncate(os.path.getsize(files[1]) // 2)
+    # foreign: another block's file under this block's name (same length
+    # when possible)
+    same = [p for p in files[3:] if os.path.getsize(p) == os.path.getsize(files[2])]
+    if same:
+        with open(same[0], "rb") as src, open(files[2], "wb") as dst:
+            dst.write(src.read())
+    else:
+        with open(files[2], "r+b") as f:
+            f.seek(12)
+            f.write(b"\0" * 8)  # the id in the header
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    st = stats(m)["data_cache"]
+    assert st["corrupt"] >= 3, st
+    assert "failed its check" in m.log
+
+
+def test_kill_9_during_a_fill_leaves_nothing_bad(rw_mount, bucket, dataset, cache_dir):
+    m = live(rw_mount, bucket, "data_cache=256M")
+    proc = subprocess.Popen(["cat", m.join("ds/big.bin")], stdout=subprocess.DEVNULL)
+    time.sleep(0.05)
+    for pid in daemon_pids(m.path):
+        os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    m.unmount(check=False)
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    settle(m)
+    assert stats(m)["data_cache"]["corrupt"] == 0
+    tmp = os.listdir(os.path.join(cache_dir, "data", "tmp"))
+    assert tmp == [], tmp
+
+
+def test_two_mounts_share_one_cache_dir_under_one_bound(
+        rw_mount, bucket, s3client, cache_dir):
+    objs = {"s/a%02d.bin" % i: payload("sh%d" % i, MiB) for i in range(24)}
+    seed(s3client, bucket, objs)
+    a = live(rw_mount, bucket, "data_cache=16M")
+    b = live(rw_mount, bucket, "data_cache=16M")
+    first = sorted(objs)[:6]
+    assert read_tree(a, first) == {k: objs[k] for k in first}
+    settle(a)
+    gets = stats(b)["reads"]["gets"]
+    assert read_tree(b, first) == {k: objs[k] for k in first}
+    assert stats(b)["reads"]["gets"] == gets, "b fetched what a had cached"
+    # both fill: the bound holds for the two together
+    half = len(objs) // 2
+    for m, names in ((a, sorted(objs)[:half]), (b, sorted(objs)[half:])):
+        assert read_tree(m, names) == {k: objs[k] for k in names}
+    settle(a)
+    settle(b)
+    total = sum(os.path.getsize(p) for p in blocks(cache_dir))
+    assert total <= 16 * MiB, total
+    with open(os.path.join(cache_dir, "data", "usage"), "rb") as f:
+        counted = int.from_bytes(f.read(8), "little")
+    assert counted == total
+
+
+def test_a_scan_of_1_5x_the_cache_keeps_more_than_half(rw_mount, bucket, s3client, cache_dir):
+    # 16 MiB hold 15 blocks of 1 MiB (each file carries a 64-byte header)
+    objs = {"scan/x%02d.bin" % i: payload("scan%d" % i, MiB) for i in range(23)}
+    seed(s3client, bucket, objs)
+    m = live(rw_mount, bucket, "data_cache=16M")
+    names = sorted(objs)
+    for epoch in (1, 2, 3):
+        before = stats(m)["data_cache"]
+        assert read_tree(m, names) == objs
+        settle(m)
+        drop_page_cache()
+        after = stats(m)["data_cache"]
+        hit = after["hit_bytes"] - before["hit_bytes"]
+        miss = after["miss_bytes"] - before["miss_bytes"]
+        if epoch > 1:
+            assert hit / (hit + miss) >= 0.5, (epoch, hit, miss, after)
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    d = tmp_path / "tiny"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m,mode=0700", "tmpfs", str(d)],
+                   check=True)
+    try:
+        yield str(d)
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(d)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def test_a_full_disk_turns_storing_off_and_reads_go_on(mount, bucket, s3client, tiny_fs):
+    objs = {"full/y%02d.bin" % i: payload("full%d" % i, MiB) for i in range(20)}
+    seed(s3client, bucket, objs)
+    m = mount(bucket, "ro,cache_dir=%s,data_cache=64M,min_free_space=0" % tiny_fs)
+    assert admin.wait_socket(m.path)
+    assert read_tree(m, sorted(objs)) == objs
+    settle(m)
+    st = stats(m)["data_cache"]
+    assert st["storing"] is False, st
+    assert m.log.count("blocks are not stored any more") == 1, m.log
+    assert read_tree(m, sorted(objs)) == objs
+
+
+def test_auto_on_a_small_filesystem_stays_within_it(mount, bucket, s3client, tiny_fs):
+    m = mount(bucket, "ro,cache_dir=%s,data_cache=auto" % tiny_fs)
+    assert "data cache off" in m.log and "not enough" in m.log, m.log
+    seed(s3client, bucket, {"z.bin": payload("z", 3000)})
+    with open(m.join("z.bin"), "rb") as f:
+        assert f.read() == payload("z", 3000)
+
+
+def test_loose_permissions_are_made_private(rw_mount, bucket, dataset, cache_dir):
+    data = os.path.join(cache_dir, "data")
+    os.makedirs(data, exist_ok=True)
+    os.chmod(cache_dir, 0o755)
+    os.chmod(data, 0o755)
+    m = live(rw_mount, bucket, "data_cache=64M")
+    assert os.stat(data).st_mode & 0o777 == 0o700
+    assert "made private" in m.log
+    assert read_tree(m, ["ds/f01.bin"])["ds/f01.bin"] == dataset["ds/f01.bin"]
+
+
+@pytest.mark.parametrize("value", ["bogus", "1k", "-5", ""])
+def test_bad_data_cache_values_are_refused(mount, bucket, value):
+    with pytest.raises(MountFailed) as e:
+        mount(bucket, "data_cache=%s" % value)
+    assert "data_cache" in str(e.value) or "data_cache" in (e.value.stderr or "")
