@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "objmount/dcache.h"
 #include "objmount/digest.h"
 #include "objmount/log.h"
 
@@ -80,6 +81,36 @@ int om_ctl_parse(const char *line, size_t len, struct om_ctl_cmd *out)
             return 0;
         }
     }
+    if (len == 11 && memcmp(line, "cache stats", 11) == 0) {
+        out->kind = OM_CTL_CACHE_STATS;
+        return 0;
+    }
+    if (len == 10 && memcmp(line, "cache drop", 10) == 0) {
+        out->kind = OM_CTL_CACHE_DROP;
+        return 0;
+    }
+    if (len > 11 && len - 11 < sizeof(out->path) && memcmp(line, "cache drop ", 11) == 0) {
+        const char *p = line + 11;
+        size_t n = len - 11;
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+                return -EINVAL;
+        }
+        /* components: none empty, none "." or ".." */
+        for (size_t i = 0; i <= n;) {
+            size_t j = i;
+            while (j < n && p[j] != '/')
+                j++;
+            size_t c = j - i;
+            if (c == 0 || (c == 1 && p[i] == '.') || (c == 2 && p[i] == '.' && p[i + 1] == '.'))
+                return -EINVAL;
+            i = j + 1;
+        }
+        memcpy(out->path, p, n);
+        out->path[n] = '\0';
+        out->kind = OM_CTL_CACHE_DROP;
+        return 0;
+    }
     if (len > 6 && memcmp(line, "drain ", 6) == 0 &&
         om_parse_uint_n(line + 6, len - 6, OM_CTL_DRAIN_MAX_S, &out->drain_s) == 0) {
         out->kind = OM_CTL_DRAIN;
@@ -99,6 +130,21 @@ int om_ctl_trust(const struct stat *dir, const struct stat *sock, uid_t expected
 
 /* ---- server ---- */
 
+/* "cache drop [PATH]": every block of the file's object, or all. */
+static int cache_drop(const struct om_stats_sources *src, const char *path, struct om_buf *out)
+{
+    if (!src->dcache)
+        return om_buf_printf(out, "error: this mount has no data cache\n");
+    char *key = NULL;
+    if (path[0] && asprintf(&key, "%s%s", src->prefix ? src->prefix : "", path) < 0)
+        return -ENOMEM;
+    long n = om_dcache_drop(src->dcache, key);
+    free(key);
+    if (n < 0)
+        return om_buf_printf(out, "error: %s\n", strerror((int)-n));
+    return om_buf_printf(out, "ok %ld\n", n);
+}
+
 static void answer(struct om_ctl *c, int fd)
 {
     struct ucred cred;
@@ -110,7 +156,7 @@ static void answer(struct om_ctl *c, int fd)
             om_debug("admin socket: a refused peer went away");
         return;
     }
-    char cmd[256];
+    char cmd[OM_CTL_LINE_MAX + 16];
     size_t n = 0;
     while (n < sizeof(cmd) - 1) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -123,7 +169,7 @@ static void answer(struct om_ctl *c, int fd)
     }
     cmd[n] = '\0';
     struct om_buf out = {0};
-    struct om_ctl_cmd req;
+    static __thread struct om_ctl_cmd req; /* large: not on the stack */
     int rc = om_ctl_parse(cmd, n, &req);
     if (rc) {
         rc = om_buf_printf(&out, "error: unknown command\n");
@@ -137,6 +183,10 @@ static void answer(struct om_ctl *c, int fd)
         rc = om_stats_render(c->src, OM_STATS_STATUS_JSON, &out);
     } else if (req.kind == OM_CTL_STATS_JSON) {
         rc = om_stats_render(c->src, OM_STATS_JSON, &out);
+    } else if (req.kind == OM_CTL_CACHE_STATS) {
+        rc = om_stats_render(c->src, OM_STATS_CACHE, &out);
+    } else if (req.kind == OM_CTL_CACHE_DROP) {
+        rc = cache_drop(c->src, req.path, &out);
     } else if (req.kind == OM_CTL_DRAIN) {
         /* wait until no commit is under way, up to the timeout */
         uint64_t deadline = om_now_ms() + req.drain_s * 1000;

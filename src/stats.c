@@ -94,6 +94,25 @@ static int status(const struct om_stats_sources *s, const struct snapshot *n, st
                          last, (long)when);
 }
 
+/* The data cache's line of the text statistics. */
+static int text_data_cache(const struct snapshot *n, struct om_buf *b)
+{
+    if (!n->has_dc)
+        return om_buf_printf(b, "data cache: off (-o data_cache=SIZE|auto)\n");
+    return om_buf_printf(
+        b,
+        "data cache: %.1f of %.1f MiB, %" PRIu64 " blocks; hits %" PRIu64 " (%.1f MiB, %.1f%% of "
+        "cacheable bytes), misses %" PRIu64 " (%.1f MiB); stored %" PRIu64 " (%.1f MiB), not "
+        "admitted %" PRIu64 ", evicted %" PRIu64 ", corrupt dropped %" PRIu64
+        ", in flight %" PRIu64 "%s\n",
+        (double)n->dc.size_bytes / 1048576.0, (double)n->dc.limit_bytes / 1048576.0,
+        n->dc.blocks, n->dc.hits, (double)n->dc.hit_bytes / 1048576.0,
+        100.0 * ratio(n->dc.hit_bytes, n->dc.hit_bytes + n->dc.miss_bytes), n->dc.misses,
+        (double)n->dc.miss_bytes / 1048576.0, n->dc.inserts,
+        (double)n->dc.insert_bytes / 1048576.0, n->dc.rejected, n->dc.evictions,
+        n->dc.corrupt, n->dc.in_flight, n->dc.storing ? "" : "; storing OFF (disk failure)");
+}
+
 static int text(const struct om_stats_sources *s, const struct snapshot *n, struct om_buf *b)
 {
     int rc = om_buf_printf(b, "objmount %s%s%s on %s, up %ld s\n\n", s->bucket,
@@ -148,18 +167,7 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
             n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads);
     if (!rc && n->has_dc)
-        rc = om_buf_printf(
-            b,
-            "data cache: %.1f of %.1f MiB, %" PRIu64 " blocks; hits %" PRIu64 " (%.1f MiB, %.1f%% of "
-            "cacheable bytes), misses %" PRIu64 " (%.1f MiB); stored %" PRIu64 " (%.1f MiB), not "
-            "admitted %" PRIu64 ", evicted %" PRIu64 ", corrupt dropped %" PRIu64
-            ", in flight %" PRIu64 "%s\n",
-            (double)n->dc.size_bytes / 1048576.0, (double)n->dc.limit_bytes / 1048576.0,
-            n->dc.blocks, n->dc.hits, (double)n->dc.hit_bytes / 1048576.0,
-            100.0 * ratio(n->dc.hit_bytes, n->dc.hit_bytes + n->dc.miss_bytes), n->dc.misses,
-            (double)n->dc.miss_bytes / 1048576.0, n->dc.inserts,
-            (double)n->dc.insert_bytes / 1048576.0, n->dc.rejected, n->dc.evictions,
-            n->dc.corrupt, n->dc.in_flight, n->dc.storing ? "" : "; storing OFF (disk failure)");
+        rc = text_data_cache(n, b);
     if (!rc)
         rc = om_buf_printf(b,
                            "memory: read buffers %.1f MiB in use, peak %.1f MiB, limit %.1f MiB; "
@@ -497,6 +505,8 @@ int om_stats_render(const struct om_stats_sources *s, enum om_stats_format f, st
         return status_json(s, &n, out);
     case OM_STATS_JSON:
         return stats_json(s, &n, out);
+    case OM_STATS_CACHE:
+        return text_data_cache(&n, out);
     default:
         return text(s, &n, out);
     }

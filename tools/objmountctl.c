@@ -7,6 +7,7 @@
  *   objmountctl uploads list|abort BUCKET [--older-than DURATION] [-o OPTIONS]
  *   objmountctl recover list|push|drop [ID...|--all] [--force] [-o OPTIONS]
  *   objmountctl doctor BUCKET [--timeout SECONDS] [-o OPTIONS]
+ *   objmountctl cache stats MOUNTPOINT | warm PATH... [--threads N] | drop MOUNTPOINT|PATH...
  *
  * Every failure prints one line naming what went wrong and exits non-zero. */
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,10 @@ static const char usage[] =
     "  recover drop ID...|--all                delete it\n"
     "  doctor BUCKET [--timeout S]             check endpoint, credentials, clock, TLS;\n"
     "                                          each step bounded by S (default 10)\n"
+    "  cache stats MOUNTPOINT                  the data cache: size, hits, evictions\n"
+    "  cache warm PATH... [--threads N]        read files and trees into the data cache in\n"
+    "                                          parallel (default 8 threads), with progress\n"
+    "  cache drop MOUNTPOINT|PATH...           empty the data cache, or drop files and trees\n"
     "\n"
     "  -o OPTIONS   mount options for uploads, recover and doctor (endpoint=..., etc.)\n";
 
@@ -594,6 +600,348 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
     return status;
 }
 
+/* ---- cache ---- */
+
+/* The objmount mount holding path (the longest mount point above it) and
+ * path relative to it ("" for the mount point itself). */
+static bool mount_of(const char *path, struct mount_entry *m, char *rel, size_t rellen)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return false;
+    struct mount_entry all[256];
+    int n = find_mounts(all, 256), best = -1;
+    size_t bestlen = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(all[i].point);
+        if (strncmp(real, all[i].point, l) == 0 && (real[l] == '/' || real[l] == '\0') &&
+            l >= bestlen) {
+            best = i;
+            bestlen = l;
+        }
+    }
+    if (best < 0)
+        return false;
+    *m = all[best];
+    const char *r = real + bestlen;
+    while (*r == '/')
+        r++;
+    om_strlcpy(rel, r, rellen);
+    return true;
+}
+
+/* The number after "name": inside the "data_cache" object of a stats
+ * JSON reply; 0 when absent. */
+static uint64_t cache_counter(const char *json, const char *name)
+{
+    const char *dc = json ? strstr(json, "\"data_cache\":{") : NULL;
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", name);
+    const char *p = dc ? strstr(dc, pat) : NULL;
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static char *stats_json_of(const struct mount_entry *m)
+{
+    char *reply = NULL;
+    if (om_ctl_request(m->point, m->owner, "stats json", &reply, 10) != 0)
+        return NULL;
+    return reply;
+}
+
+/* Files under the paths (regular files, not following symlinks). */
+struct file_list {
+    char **path;
+    uint64_t *size;
+    size_t n, cap;
+    uint64_t bytes;
+};
+
+static int list_add(struct file_list *l, const char *path, uint64_t size)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **p = realloc(l->path, cap * sizeof(*p));
+        if (p)
+            l->path = p;
+        uint64_t *s = p ? realloc(l->size, cap * sizeof(*s)) : NULL;
+        if (!s)
+            return -ENOMEM;
+        l->size = s;
+        l->cap = cap;
+    }
+    if (!(l->path[l->n] = strdup(path)))
+        return -ENOMEM;
+    l->size[l->n++] = size;
+    l->bytes += size;
+    return 0;
+}
+
+static int list_tree(struct file_list *l, const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return -errno;
+    if (S_ISREG(sb.st_mode))
+        return list_add(l, path, (uint64_t)sb.st_size);
+    if (!S_ISDIR(sb.st_mode))
+        return 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char *child = NULL;
+        if (asprintf(&child, "%s/%s", path, e->d_name) < 0)
+            rc = -ENOMEM;
+        else
+            rc = list_tree(l, child);
+        free(child);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void list_free(struct file_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->path[i]);
+    free(l->path);
+    free(l->size);
+}
+
+struct warm {
+    struct file_list *files;
+    pthread_mutex_t lock;
+    size_t next, done_files, failed;
+    uint64_t done_bytes;
+    char first_error[PATH_MAX + 64];
+};
+
+static void *warm_worker(void *arg)
+{
+    struct warm *w = arg;
+    char *buf = malloc(1 << 20);
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        size_t i = w->next < w->files->n && !interrupted ? w->next++ : SIZE_MAX;
+        pthread_mutex_unlock(&w->lock);
+        if (i == SIZE_MAX || !buf)
+            break;
+        int fd = open(w->files->path[i], O_RDONLY | O_CLOEXEC);
+        ssize_t r = fd < 0 ? -1 : 0;
+        uint64_t got = 0;
+        while (fd >= 0 && (r = read(fd, buf, 1 << 20)) > 0) {
+            got += (uint64_t)r;
+            pthread_mutex_lock(&w->lock);
+            w->done_bytes += (uint64_t)r;
+            pthread_mutex_unlock(&w->lock);
+        }
+        int err = r < 0 ? errno : 0;
+        if (fd >= 0) {
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* the data cache keeps it */
+            close(fd);
+        }
+        pthread_mutex_lock(&w->lock);
+        w->done_files++;
+        if (err && !w->failed++)
+            snprintf(w->first_error, sizeof(w->first_error), "%s: %s", w->files->path[i],
+                     strerror(err));
+        pthread_mutex_unlock(&w->lock);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void warm_progress(struct warm *w, double secs, bool final)
+{
+    pthread_mutex_lock(&w->lock);
+    size_t files = w->done_files;
+    uint64_t bytes = w->done_bytes;
+    pthread_mutex_unlock(&w->lock);
+    double total = (double)w->files->bytes, rate = secs > 0 ? (double)bytes / secs : 0;
+    double frac = total > 0 ? (double)bytes / total : 1.0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[30] = '\0';
+    char eta[32] = "-";
+    if (rate > 0 && !final)
+        snprintf(eta, sizeof(eta), "%.0f s", (total - (double)bytes) / rate);
+    fprintf(stderr, "\r[%s] %zu/%zu files, %.1f/%.1f MiB, %.1f MiB/s, ETA %s   %s", bar, files,
+            w->files->n, (double)bytes / 1048576.0, total / 1048576.0, rate / 1048576.0, eta,
+            final ? "\n" : "");
+}
+
+static int cmd_cache_warm(char **paths, int n, int threads)
+{
+    struct mount_entry m, other;
+    char rel[PATH_MAX];
+    struct file_list files = {0};
+    for (int i = 0; i < n; i++) {
+        if (!mount_of(paths[i], i ? &other : &m, rel, sizeof(rel)))
+            return fail("%s is not in an objmount mount (%s)", paths[i],
+                        access(paths[i], F_OK) ? strerror(errno) : "not under one");
+        if (i && strcmp(other.point, m.point) != 0)
+            return fail("%s and %s are in different mounts: warm one mount at a time",
+                        paths[0], paths[i]);
+        int rc = list_tree(&files, paths[i]);
+        if (rc) {
+            list_free(&files);
+            return fail("%s: %s", paths[i], strerror(-rc));
+        }
+    }
+    char *before = stats_json_of(&m);
+    if (!before || !strstr(before, "\"data_cache\":{")) {
+        free(before);
+        list_free(&files);
+        return fail("%s: %s", m.point,
+                    before ? "this mount has no data cache (mount it with -o data_cache=SIZE or "
+                             "auto, or profile=training)"
+                           : "the daemon does not answer");
+    }
+    struct warm w = {.files = &files};
+    pthread_mutex_init(&w.lock, NULL);
+    signal(SIGINT, on_sigint);
+    pthread_t t[64];
+    int nt = 0;
+    uint64_t start = om_now_ms();
+    for (int i = 0; i < threads && i < 64; i++)
+        nt += pthread_create(&t[nt], NULL, warm_worker, &w) == 0;
+    bool tty = isatty(2);
+    for (;;) {
+        pthread_mutex_lock(&w.lock);
+        bool all = w.done_files == files.n || (interrupted && w.next == w.done_files);
+        pthread_mutex_unlock(&w.lock);
+        if (all)
+            break;
+        if (tty)
+            warm_progress(&w, (double)(om_now_ms() - start) / 1000.0, false);
+        usleep(200000);
+    }
+    for (int i = 0; i < nt; i++)
+        pthread_join(t[i], NULL);
+    double secs = (double)(om_now_ms() - start) / 1000.0;
+    if (tty)
+        warm_progress(&w, secs, true);
+    /* the cache copies what was read on its own threads: wait for that */
+    char *after = NULL;
+    for (int i = 0; i < 600; i++) {
+        free(after);
+        after = stats_json_of(&m);
+        if (!after || cache_counter(after, "in_flight") == 0)
+            break;
+        usleep(100000);
+    }
+    uint64_t stored = cache_counter(after, "insert_bytes") - cache_counter(before, "insert_bytes");
+    uint64_t rejected = cache_counter(after, "rejected") - cache_counter(before, "rejected");
+    printf("warmed %zu of %zu files, %.1f MiB in %.1f s (%.1f MiB/s); the data cache stored "
+           "%.1f MiB (%" PRIu64 " blocks not admitted) and holds %.1f of %.1f MiB\n",
+           w.done_files - w.failed, files.n, (double)w.done_bytes / 1048576.0, secs,
+           secs > 0 ? (double)w.done_bytes / 1048576.0 / secs : 0.0, (double)stored / 1048576.0,
+           rejected, (double)cache_counter(after, "size_bytes") / 1048576.0,
+           (double)cache_counter(after, "limit_bytes") / 1048576.0);
+    free(before);
+    free(after);
+    int rc = 0;
+    if (w.failed)
+        rc = fail("%zu file(s) could not be read; the first: %s", w.failed, w.first_error);
+    else if (interrupted)
+        rc = fail("interrupted");
+    list_free(&files);
+    pthread_mutex_destroy(&w.lock);
+    return rc;
+}
+
+static int cache_request(const struct mount_entry *m, const char *cmd, char **reply)
+{
+    int rc = om_ctl_request(m->point, m->owner, cmd, reply, 60);
+    if (rc)
+        return fail("%s: the daemon does not answer (%s)", m->point, strerror(-rc));
+    if (strncmp(*reply, "error: unknown command", 22) == 0) {
+        free(*reply);
+        *reply = NULL;
+        return fail("%s: the daemon does not know cache commands (an older objmount?)",
+                    m->point);
+    }
+    if (strncmp(*reply, "error: ", 7) == 0) {
+        (*reply)[strcspn(*reply, "\n")] = '\0';
+        int r = fail("%s: %s", m->point, *reply + 7);
+        free(*reply);
+        *reply = NULL;
+        return r;
+    }
+    return 0;
+}
+
+static int cmd_cache_drop(char **paths, int n)
+{
+    long removed = 0;
+    for (int i = 0; i < n; i++) {
+        struct mount_entry m;
+        char rel[PATH_MAX], *reply = NULL;
+        if (!mount_of(paths[i], &m, rel, sizeof(rel)))
+            return fail("%s is not in an objmount mount", paths[i]);
+        struct file_list files = {0};
+        int rc = rel[0] ? list_tree(&files, paths[i]) : 0;
+        if (rc)
+            return fail("%s: %s", paths[i], strerror(-rc));
+        if (!rel[0]) {
+            rc = cache_request(&m, "cache drop", &reply);
+            if (!rc)
+                removed += strtol(reply + 3, NULL, 10);
+            free(reply);
+        }
+        for (size_t f = 0; f < files.n && !rc; f++) {
+            char frel[PATH_MAX], *cmd = NULL;
+            struct mount_entry fm;
+            if (!mount_of(files.path[f], &fm, frel, sizeof(frel)) ||
+                asprintf(&cmd, "cache drop %s", frel) < 0) {
+                rc = fail("%s: cannot name it in its mount", files.path[f]);
+                break;
+            }
+            rc = cache_request(&fm, cmd, &reply);
+            if (!rc)
+                removed += strtol(reply + 3, NULL, 10);
+            free(cmd);
+            free(reply);
+            reply = NULL;
+        }
+        list_free(&files);
+        if (rc)
+            return rc;
+    }
+    printf("removed %ld block(s) from the data cache\n", removed);
+    return 0;
+}
+
+static int cmd_cache(char **pos, int npos, int threads)
+{
+    const char *what = npos > 1 ? pos[1] : "";
+    if (strcmp(what, "stats") == 0 && npos == 3) {
+        struct mount_entry m;
+        char rel[PATH_MAX], *reply = NULL;
+        if (!mount_of(pos[2], &m, rel, sizeof(rel)) || rel[0])
+            return fail("%s is not an objmount mount point", pos[2]);
+        int rc = cache_request(&m, "cache stats", &reply);
+        if (!rc)
+            fputs(reply, stdout);
+        free(reply);
+        return rc;
+    }
+    if (strcmp(what, "warm") == 0 && npos >= 3)
+        return cmd_cache_warm(pos + 2, npos - 2, threads);
+    if (strcmp(what, "drop") == 0 && npos >= 3)
+        return cmd_cache_drop(pos + 2, npos - 2);
+    fprintf(stderr, "objmountctl: cache: use 'cache stats MOUNTPOINT', 'cache warm PATH...' or "
+                    "'cache drop MOUNTPOINT|PATH...'\n");
+    return 2;
+}
+
 /* ---- doctor ---- */
 
 static int checks_failed;
@@ -861,7 +1209,7 @@ int main(int argc, char **argv)
     char *pos[64];
     int npos = 0;
     bool prometheus = false, all = false, force = false, json = false;
-    int watch = 0, timeout = 60;
+    int watch = 0, timeout = 60, threads = 8;
     bool timeout_given = false;
     const char *older = NULL, *key = NULL, *id = NULL;
     for (int i = 1; i < argc; i++) {
@@ -896,6 +1244,11 @@ int main(int argc, char **argv)
                 return fail("--timeout wants a number of seconds (1 to 86400)");
             timeout = (int)t;
             timeout_given = true;
+        } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+            uint64_t t;
+            if (om_parse_uint(argv[++i], 64, &t) || t == 0)
+                return fail("--threads wants a number from 1 to 64");
+            threads = (int)t;
         } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
             older = argv[++i];
         } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {
@@ -937,8 +1290,10 @@ int main(int argc, char **argv)
             return fail("%s", err);
         return cmd_doctor(&cfg, timeout_given ? timeout : 10);
     }
+    if (strcmp(cmd, "cache") == 0)
+        return cmd_cache(pos, npos, threads);
     static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
-                                        "doctor"};
+                                        "doctor", "cache"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         is_known |= strcmp(cmd, known[i]) == 0;

@@ -28,13 +28,19 @@ enum om_ctl_kind {
     OM_CTL_DRAIN,
     OM_CTL_PING,
     OM_CTL_STATUS_JSON,
-    OM_CTL_STATS_JSON
+    OM_CTL_STATS_JSON,
+    OM_CTL_CACHE_STATS, /* "cache stats" */
+    OM_CTL_CACHE_DROP   /* "cache drop" (all) or "cache drop PATH" (a file of the mount) */
 };
+#define OM_CTL_LINE_MAX 4096 /* longest request line */
 #define OM_CTL_DRAIN_MAX_S (7ULL * 86400)
 
 struct om_ctl_cmd {
     enum om_ctl_kind kind;
     uint64_t drain_s; /* OM_CTL_DRAIN: seconds to wait, at most OM_CTL_DRAIN_MAX_S */
+    /* OM_CTL_CACHE_DROP: the path relative to the mount point, "" for
+     * all; no NUL, no control byte, no "." or ".." component */
+    char path[OM_CTL_LINE_MAX];
 };
 
 /* Parse one request line line[0..len) (no newline; a trailing CR is

@@ -31,6 +31,7 @@ enum om_stats_format {
     OM_STATS_PROMETHEUS,  /* text exposition format */
     OM_STATS_STATUS_JSON, /* one JSON object, fields in doc/json.md */
     OM_STATS_JSON,        /* one JSON object, fields in doc/json.md */
+    OM_STATS_CACHE,       /* the data cache's lines of OM_STATS_TEXT */
 };
 
 /* Append the report to out. Returns 0 or -ENOMEM. */

@@ -255,3 +255,47 @@ def test_bad_data_cache_values_are_refused(mount, bucket, value):
     with pytest.raises(MountFailed) as e:
         mount(bucket, "data_cache=%s" % value)
     assert "data_cache" in str(e.value) or "data_cache" in (e.value.stderr or "")
+
+
+def test_objmountctl_cache_stats_warm_and_drop(rw_mount, bucket, dataset, cache_dir):
+    m = live(rw_mount, bucket, "data_cache=64M")
+    p = admin.ctl(["cache", "stats", m.path])
+    assert p.returncode == 0 and p.stdout.startswith("data cache: 0.0 of 64.0 MiB"), p
+    p = admin.ctl(["cache", "warm", m.join("ds")])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("warmed %d of %d files" % (len(dataset), len(dataset))), p.stdout
+    assert "the data cache stored 10.9 MiB" in p.stdout, p.stdout
+    gets = stats(m)["reads"]["gets"]
+    drop_page_cache()
+    assert read_tree(m, dataset) == dataset
+    assert stats(m)["reads"]["gets"] == gets  # all from the cache
+    n = len(blocks(cache_dir))
+    p = admin.ctl(["cache", "drop", m.join("ds", "big.bin")])
+    assert p.returncode == 0 and p.stdout == "removed 6 block(s) from the data cache\n", p
+    assert len(blocks(cache_dir)) == n - 6
+    p = admin.ctl(["cache", "drop", m.path])
+    assert p.returncode == 0 and p.stdout == "removed %d block(s) from the data cache\n" % (n - 6)
+    assert blocks(cache_dir) == []
+    assert stats(m)["data_cache"]["size_bytes"] == 0
+    assert read_tree(m, dataset) == dataset  # fetched again
+
+
+def test_objmountctl_cache_bad_input(rw_mount, bucket, tmp_path):
+    m = live(rw_mount, bucket, "")  # no data cache
+    cases = [
+        (["cache", "warm", str(tmp_path)], 1, "is not in an objmount mount"),
+        (["cache", "warm", "/nonexistent/x"], 1, "is not in an objmount mount"),
+        (["cache", "stats", str(tmp_path)], 1, "is not an objmount mount point"),
+        (["cache", "stats", m.path], 0, "data cache: off"),
+        (["cache", "warm", m.path], 1, "this mount has no data cache"),
+        (["cache", "drop", m.path], 1, "this mount has no data cache"),
+        (["cache", "frob"], 2, "cache: use"),
+        (["cache"], 2, "cache: use"),
+        (["cache", "warm", m.path, "--threads", "0"], 1, "--threads wants"),
+    ]
+    for args, code, text in cases:
+        p = admin.ctl(args)
+        out = p.stdout + p.stderr
+        assert p.returncode == code and text in out, (args, p.returncode, out)
+        if code:
+            assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
