@@ -89,7 +89,7 @@ def test_status_json_has_one_object_per_mount(rw_mount, bucket, s3client, s3serv
 def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client):
     want = payload("js-stats", 300000)
     s3client.put_object(Bucket=bucket, Key="f.bin", Body=want)
-    m = live(rw_mount, bucket)
+    m = live(rw_mount, bucket, opts="data_cache=64M")  # every field present
     assert read_all(m.join("f.bin")) == want
     with open(m.join("new"), "wb") as f:
         f.write(b"new")
@@ -103,6 +103,7 @@ def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client):
     assert one["requests"]["total"] >= 2 and one["requests"]["short_bodies"] == 0
     assert one["writes"]["commits"] >= 1 and one["writes"]["uploaded_bytes"] >= 3
     assert one["memory"]["resident_bytes"] > 0 and one["recovery_files"] == 0
+    assert one["data_cache"]["limit_bytes"] == 64 << 20 and one["data_cache"]["storing"] is True
     # every field is documented, and every documented stats field is there
     doc = documented()
     got = paths(one)
@@ -121,6 +122,7 @@ def test_stats_json_read_only_mount_has_null_writes(mount, bucket):
     assert admin.wait_socket(m.path)
     one = ctl_json(["stats", m.path, "--json"])
     assert one["writes"] is None
+    assert one["data_cache"] is None  # not asked for
     assert mine(ctl_json(["status", "--json"]), m.path)["read_only"] is True
 
 
