@@ -54,8 +54,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -84,14 +82,6 @@ FULL = dict(files=400, big_mib=256, warmup=20.0)
 DCACHE_GAUGES = {"dcache_size_bytes", "dcache_limit_bytes", "dcache_blocks"}
 
 log = benchmod.log
-
-
-class Interrupted(BaseException):
-    pass
-
-
-def _on_signal(signum, frame):
-    raise Interrupted("signal %d" % signum)
 
 
 class DataMismatch(RuntimeError):
@@ -492,8 +482,10 @@ class PeerRun:
         res["passed"] = True
 
 
-def run_peer(name, args, work_root):
+def run_peer(name, args, work_root, results):
+    """Run one peer; its result goes into results (also when interrupted)."""
     res = {"peer": name}
+    results.append(res)
     r = PeerRun(name, args, work_root)
     why = r.peer.available()
     if why:
@@ -513,12 +505,10 @@ def run_peer(name, args, work_root):
     except Exception as e:  # noqa: BLE001 - seeding, proxy, boto3: report, go on
         res["passed"] = False
         res["error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
-    except (KeyboardInterrupt, Interrupted):
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # the cleanup below must not be cut short
+    except (KeyboardInterrupt, peermod.Interrupted):
+        peermod.hold_signals()  # the cleanup below must not be cut short
         res["passed"] = False
         res["interrupted"] = True
-        run_peer.partial = res
         raise
     finally:
         r.stop()
@@ -526,8 +516,6 @@ def run_peer(name, args, work_root):
         log("%s: %s" % (name, res["error"]))
     return res
 
-
-run_peer.partial = None
 
 
 # -- report ------------------------------------------------------------------------------
@@ -590,12 +578,27 @@ def markdown(results, meta):
     return "\n".join(lines) + "\n"
 
 
+def write_json(path, doc):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+
+
 # -- main -------------------------------------------------------------------------------
+def peer_list(text):
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in PEERS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError("unknown peer %r (choose from %s)"
+                                         % (",".join(unknown), ", ".join(PEERS)))
+    return names
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--peers", default=",".join(PEERS),
+    ap.add_argument("--peers", type=peer_list, default=PEERS,
                     help="comma-separated: %s (default all)" % ", ".join(PEERS))
     ap.add_argument("--quick", action="store_true",
                     help="a smoke test: %(files)d files, %(big_mib)d MiB big.bin, "
@@ -629,10 +632,6 @@ def parse_args(argv):
     for k, v in sizes.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
-    args.peer_names = [p.strip() for p in args.peers.split(",") if p.strip()]
-    for p in args.peer_names:
-        if p not in PEERS:
-            ap.error("unknown peer %r (choose from %s)" % (p, ", ".join(PEERS)))
     if args.files < 1 or args.big_mib < 1 or args.readers < 1:
         ap.error("--files, --big-mib and --readers must be at least 1")
     return args
@@ -640,54 +639,33 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    if os.geteuid() != 0:
-        log("warning: not root: the mounts and drop_caches may fail")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+    peermod.start_run(log, "the mounts and drop_caches")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": benchmod.git_commit(), "files": args.files, "file_kib": args.file_kib,
             "big_mib": args.big_mib, "readers": args.readers, "latency_ms": args.latency,
             "warmup_s": args.warmup, "measure_s": args.measure, "seed": args.seed,
             "quick": args.quick, "command": " ".join(["/usr/bin/python3"] + sys.argv),
             "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()}
-    work = tempfile.mkdtemp(prefix="objmount-epochs-")
-    results = []
-    interrupted = False
     t0 = time.monotonic()
+    work = tempfile.mkdtemp(prefix="objmount-epochs-")
+    results, interrupted = [], False
     try:
-        for name in args.peer_names:
+        for name in args.peers:
             log("%s: starting" % name)
-            results.append(run_peer(name, args, work))
-    except (KeyboardInterrupt, Interrupted) as e:
+            run_peer(name, args, work, results)
+    except (KeyboardInterrupt, peermod.Interrupted) as e:
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
-        if run_peer.partial is not None:
-            results.append(run_peer.partial)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        for m in peermod.live_mounts():
-            problems = peermod.unmount(m, timeout=10.0)
-            if problems:
-                log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
-        still = [mp for mp in peermod.mountinfo() if mp.startswith(work + os.sep)]
-        if still:
-            log("NOT removing %s: still mounted: %s" % (work, ", ".join(still)))
-        elif not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log("work directory kept: %s" % work)
-    meta["duration_s"] = round(time.monotonic() - t0, 1)
-    meta["loadavg_after"] = os.getloadavg()
-    meta["interrupted"] = interrupted
+        peermod.hold_signals()
+        peermod.unmount_all(log)
+        peermod.remove_work(work, args.keep_work, log)
+    meta.update(duration_s=round(time.monotonic() - t0, 1), loadavg_after=os.getloadavg(),
+                interrupted=interrupted)
     md = markdown(results, meta)
     print(md)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "results": results, "markdown": md}, f, indent=1,
-                      default=str)
+        write_json(args.out, {"meta": meta, "results": results, "markdown": md})
     if interrupted:
         return 130
     if any(r.get("data_mismatch") for r in results):
