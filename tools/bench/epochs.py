@@ -287,7 +287,7 @@ def epoch(run, label):
            "lists": sum(n for k, n in kinds.items() if k.startswith("ListObjects")),
            "requests": kinds, "mib_from_store": round(st["bytes"]["to_clients"] / MiB, 1),
            "dcache": delta, "dcache_hit_ratio": hit_ratio(delta)}
-    log("  %-8s %-14s %7.2f s  %4d GETs %3d HEADs %2d LISTs%s" % (
+    log("  %-8s %-17s %7.2f s  %4d GETs %3d HEADs %2d LISTs%s" % (
         run.name, label, secs, res["gets"], res["heads"], res["lists"],
         "" if res["dcache_hit_ratio"] is None
         else "  data cache hits %.0f%%" % (100 * res["dcache_hit_ratio"])))
@@ -361,7 +361,7 @@ def random_reads(run):
     res = {"iops": round(n / secs), "reads": n, "seconds": round(secs, 2), "gets": gets,
            "warmup_iops": round(warm_n / warm_s), "warmup_reads": warm_n,
            "warmup_gets": warm_gets, "local_iops": round(local_n / local_s)}
-    log("  %-8s random 4 KiB     %7d IOPS after %.0f s warm-up (%d IOPS, %d GETs); "
+    log("  %-8s random 4 KiB        %7d IOPS after %.0f s warm-up (%d IOPS, %d GETs); "
         "%d GETs while measured" % (run.name, res["iops"], args.warmup, res["warmup_iops"],
                                      warm_gets, gets))
     return res
