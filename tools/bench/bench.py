@@ -27,8 +27,6 @@ import concurrent.futures
 import os
 import platform
 import random
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -55,16 +53,8 @@ def log(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
 
 
-class Interrupted(BaseException):
-    pass
-
-
 class OutOfTime(Exception):
     pass
-
-
-def _on_signal(signum, frame):
-    raise Interrupted("signal %d" % signum)
 
 
 # -- servers ----------------------------------------------------------------------------
@@ -463,9 +453,7 @@ def main(argv=None):
     logdir = os.path.join(out_dir, "logs")
     os.makedirs(logdir, exist_ok=True)
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+    peermod.catch_signals()
 
     sz = args.sizes
     dsets = casemod.datasets(sz)
@@ -550,33 +538,21 @@ def main(argv=None):
         out_of_time = True
         log("--max-minutes %.0f reached: stopping, reporting what was measured"
             % args.max_minutes)
-    except (KeyboardInterrupt, Interrupted) as e:
+    except (KeyboardInterrupt, peermod.Interrupted) as e:
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
     finally:
         # a second Ctrl-C or a SIGTERM must not cut the cleanup short
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        peermod.hold_signals()
         casemod.reap_children(wait=False)
-        for m in peermod.live_mounts():
-            problems = peermod.unmount(m, timeout=10.0)
-            if problems:
-                log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
+        peermod.unmount_all(log)
         casemod.reap_children()
         if fp is not None:
             fp.stop()
         if srv is not None:
             srv.stop()
-        still = [mp for mp in peermod.mountinfo() if mp.startswith(work + os.sep)]
-        if still:
-            log("NOT removing %s: still mounted: %s" % (work, ", ".join(still)))
-        elif not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log("work directory kept: %s" % work)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _on_signal)
+        peermod.remove_work(work, args.keep_work, log)
+        peermod.catch_signals()
 
     if not runs:
         return 130 if interrupted else 1

@@ -46,7 +46,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -83,14 +82,6 @@ FAILED_LINE = re.compile(r"^omfsx: (\S+): operation (\d+) failed: (.*)$")
 
 def log(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
-
-
-class Interrupted(BaseException):
-    pass
-
-
-def _on_signal(signum, frame):
-    raise Interrupted("signal %d" % signum)
 
 
 # -- faults ------------------------------------------------------------------------------
@@ -412,10 +403,9 @@ def run_variant(vname, args, work_root):
     except peermod.MountError as e:
         res["error"] = "mount: %s" % e
         res["passed"] = False
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, peermod.Interrupted):
         # keep what the run showed so far: omfsx's progress lines
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # the cleanup below must not be cut short
+        peermod.hold_signals()  # the cleanup below must not be cut short
         res["passed"] = False
         res["interrupted"] = True
         res["survived_at_least"] = progress(out_path, files)
@@ -598,11 +588,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    if os.geteuid() != 0:
-        log("warning: not root: the FUSE mounts may fail")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+    peermod.start_run(log, "the FUSE mounts")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git_commit(),
             "seed": args.seed, "ops": args.ops, "files": args.files, "max_size": args.max_size,
             "max_write": args.max_write, "no_mmap": args.no_mmap,
@@ -624,27 +610,17 @@ def main(argv=None):
                 vname, "pass" if r.get("passed") else "FAIL", r.get("survived"),
                 ("; first failure: " + r["first_failure"]) if r.get("first_failure") else
                 (("; " + r["error"]) if r.get("error") else "")))
-    except (KeyboardInterrupt, Interrupted) as e:
+    except (KeyboardInterrupt, peermod.Interrupted) as e:
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
         if run_variant.partial is not None:
             results.append(run_variant.partial)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        peermod.hold_signals()
         if run_omfsx.live is not None:
             kill_group(run_omfsx.live.pid, timeout=3)
-        for m in peermod.live_mounts():
-            problems = peermod.unmount(m, timeout=10.0)
-            if problems:
-                log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
-        still = [mp for mp in peermod.mountinfo() if mp.startswith(work + os.sep)]
-        if still:
-            log("NOT removing %s: still mounted: %s" % (work, ", ".join(still)))
-        elif not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log("work directory kept: %s" % work)
+        peermod.unmount_all(log)
+        peermod.remove_work(work, args.keep_work, log)
     meta["duration_s"] = round(time.monotonic() - t0, 1)
     meta["loadavg_after"] = os.getloadavg()
     meta["interrupted"] = interrupted

@@ -75,6 +75,37 @@ def tool_version(argv):
     return text[0].strip() if text else "unknown"
 
 
+# -- signals ------------------------------------------------------------------
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived (Ctrl-C stays KeyboardInterrupt)."""
+
+
+def _on_signal(signum, frame):
+    raise Interrupted("signal %d" % signum)
+
+
+def catch_signals():
+    """Ctrl-C raises KeyboardInterrupt (even if started with it ignored),
+    SIGTERM and SIGHUP raise Interrupted, so cleanup code runs for each."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+
+def start_run(log, needs_root):
+    """The start of a benchmark's main: a warning when not root (saying what
+    needs_root), then catch_signals()."""
+    if os.geteuid() != 0:
+        log("warning: not root: %s may fail" % needs_root)
+    catch_signals()
+
+
+def hold_signals():
+    """Ignore them: a second Ctrl-C or a SIGTERM must not cut a cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 # -- mounts ----------------------------------------------------------------------
 class MountError(RuntimeError):
     pass
@@ -139,6 +170,26 @@ def unmount(m, timeout=20.0):
     if m in _live_mounts:
         _live_mounts.remove(m)
     return problems
+
+
+def unmount_all(log):
+    """Cleanup on exit: unmount every mount still live; problems are logged."""
+    for m in live_mounts():
+        problems = unmount(m, timeout=10.0)
+        if problems:
+            log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
+
+
+def remove_work(work, keep, log):
+    """Remove the work directory, unless keep or something is still mounted
+    under it (rmtree would go into the mount)."""
+    still = [mp for mp in mountinfo() if mp.startswith(work + os.sep)]
+    if still:
+        log("NOT removing %s: still mounted: %s" % (work, ", ".join(still)))
+    elif not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log("work directory kept: %s" % work)
 
 
 def kill_mount(m):
