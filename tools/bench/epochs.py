@@ -195,7 +195,7 @@ def read_files(paths, readers):
 # -- objmount's data cache counters ------------------------------------------------------
 def dcache_counters(peer, m):
     """{dcache_*: value} from `objmountctl stats MNT --json` (at any depth;
-    an object "dcache" counts as the prefix), {} when the binary has none,
+    objmount's "data_cache" object counts as the prefix), {} when it has none,
     None for peers without objmountctl."""
     ctl = getattr(peer, "ctl", None)
     if not ctl:
@@ -217,7 +217,7 @@ def dcache_counters(peer, m):
                         and name.startswith("dcache_"):
                     found[name] = v
                 else:
-                    walk(v, "dcache_" if k == "dcache" else prefix)
+                    walk(v, "dcache_" if k in ("dcache", "data_cache") else prefix)
         elif isinstance(node, list):
             for v in node:
                 walk(v, prefix)
