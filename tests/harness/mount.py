@@ -142,7 +142,13 @@ def daemon_pids(mountpoint):
 
 
 def _set_pdeathsig():
+    """In the daemon: SIGTERM when the test process dies, and the default
+    dispositions of the signals the tests send. A suite started in the
+    background (`cmd &`, nohup) inherits SIGINT and SIGHUP ignored, and
+    libfuse leaves ignored signals alone, so signal tests would hang."""
     s3server._set_pdeathsig()
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _fusermount(path, lazy=False):
