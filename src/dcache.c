@@ -879,8 +879,8 @@ static bool learn(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t 
     return there;
 }
 
-uint64_t om_dcache_run(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
-                       uint64_t max, bool *cached)
+static uint64_t run_of(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                       uint64_t max, bool *cached, bool count)
 {
     uint64_t nblocks = om_dcache_blocks(o);
     uint64_t n = 0;
@@ -895,11 +895,36 @@ uint64_t om_dcache_run(struct om_dcache *dc, const struct om_dcache_obj *o, uint
             *cached = here;
         else if (here != *cached)
             break;
+        if (!count)
+            continue;
         pthread_mutex_lock(&dc->lock);
         om_dpolicy_access(dc->policy, key);
         pthread_mutex_unlock(&dc->lock);
     }
     return n;
+}
+
+uint64_t om_dcache_run(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                       uint64_t max, bool *cached)
+{
+    return run_of(dc, o, first, max, cached, true);
+}
+
+uint64_t om_dcache_peek(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                        uint64_t max, bool *cached)
+{
+    return run_of(dc, o, first, max, cached, false);
+}
+
+void om_dcache_put(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                   uint64_t n, const char *buf)
+{
+    pthread_mutex_lock(&dc->lock);
+    bool storing = dc->st.storing;
+    pthread_mutex_unlock(&dc->lock);
+    struct job j = {.kind = J_STORE, .obj = *o, .first = first, .n = n, .buf = (char *)buf};
+    if (storing)
+        store_blocks(dc, &j);
 }
 
 int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,

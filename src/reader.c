@@ -27,6 +27,14 @@
 #define MAX_SEGMENTS_PER_READER 256
 #define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
 #define LOOKUP_WINDOW 32
+/* Background fill of randomly read objects into the data cache: after
+ * FILL_AFTER random reads of one open file, the whole object (up to a
+ * quarter of the cache's bound) is fetched by FILL_THREADS ranged GETs of
+ * up to FILL_CHUNK blocks each, at most MAX_FILLS objects at a time. */
+#define FILL_AFTER 4
+#define FILL_THREADS 4
+#define FILL_CHUNK 8
+#define MAX_FILLS 2
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
 
@@ -66,6 +74,11 @@ struct om_readers {
      * metadata=head, find -size, du, rm -r). */
     unsigned win_lookups, win_opens;
     bool lookups_head;
+    uint64_t fill_max; /* largest object filled in the background */
+    /* background fills: their objects (key and ETag), and a stop flag */
+    struct fill *fills[MAX_FILLS];
+    int nfills;
+    bool stopping;
     struct om_readers_stats st;
 };
 
@@ -84,6 +97,7 @@ struct om_reader {
     int views;       /* views not yet done: close waits for them */
     int stores;      /* segments the data cache is still copying */
     bool cacheable;  /* the data cache may hold blocks of this version */
+    unsigned random_reads;
     struct om_dcache_obj dobj;
     bool closing;
     struct om_reader *stash_next; /* a holder in rs->stash */
@@ -459,6 +473,140 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
     return true;
 }
 
+/* ---- background fills of randomly read objects ---- */
+
+struct fill {
+    struct om_readers *rs;
+    char *key;
+    char etag[OM_ETAG_MAX];
+    struct om_dcache_obj o;
+    pthread_mutex_t lock;
+    uint64_t next; /* next block to look at */
+    int error;
+};
+
+static void *fill_worker(void *arg)
+{
+    struct fill *f = arg;
+    struct om_readers *rs = f->rs;
+    uint64_t nblocks = om_dcache_blocks(&f->o);
+    for (;;) {
+        pthread_mutex_lock(&f->lock);
+        uint64_t b = f->next;
+        f->next = OM_MIN(b + FILL_CHUNK, nblocks);
+        bool stop = b >= nblocks || f->error;
+        pthread_mutex_unlock(&f->lock);
+        pthread_mutex_lock(&rs->lock);
+        stop |= rs->stopping;
+        pthread_mutex_unlock(&rs->lock);
+        if (stop)
+            break;
+        uint64_t end = OM_MIN(b + FILL_CHUNK, nblocks);
+        while (b < end) {
+            bool cached = false;
+            uint64_t n = om_dcache_peek(rs->cfg.dcache, &f->o, b, end - b, &cached);
+            if (!n)
+                break;
+            if (!cached) {
+                uint64_t off = b * OM_DCACHE_BLOCK;
+                uint64_t len = OM_MIN(n * OM_DCACHE_BLOCK, f->o.size - off);
+                char *buf = malloc((size_t)len);
+                struct om_s3_object obj;
+                struct om_s3_error err;
+                ssize_t got = buf ? om_s3_get_range(rs->s3, f->key, off, len, f->etag, buf, &obj,
+                                                    &err)
+                                  : -ENOMEM;
+                if (got == (ssize_t)len) {
+                    om_dcache_put(rs->cfg.dcache, &f->o, b, n, buf);
+                    pthread_mutex_lock(&rs->lock);
+                    rs->st.cache_fill_bytes += len;
+                    pthread_mutex_unlock(&rs->lock);
+                } else {
+                    pthread_mutex_lock(&f->lock);
+                    f->error = got < 0 ? (int)got : -EIO;
+                    pthread_mutex_unlock(&f->lock);
+                }
+                free(buf);
+                if (got != (ssize_t)len)
+                    break;
+            }
+            b += n;
+        }
+    }
+    return NULL;
+}
+
+static void *fill_main(void *arg)
+{
+    struct fill *f = arg;
+    struct om_readers *rs = f->rs;
+    pthread_t t[FILL_THREADS];
+    int n = 0;
+    for (int i = 0; i < FILL_THREADS; i++)
+        n += pthread_create(&t[n], NULL, fill_worker, f) == 0;
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    if (f->error && f->error != -ESTALE)
+        om_warn("filling the data cache with %s stopped: %s (reads go on)", f->key,
+                strerror(-f->error));
+    else if (!f->error)
+        om_debug("data cache: %s filled", f->key);
+    pthread_mutex_lock(&rs->lock);
+    for (int i = 0; i < rs->nfills; i++) {
+        if (rs->fills[i] == f) {
+            rs->fills[i] = rs->fills[--rs->nfills];
+            break;
+        }
+    }
+    pthread_cond_broadcast(&rs->cond);
+    pthread_mutex_unlock(&rs->lock);
+    pthread_mutex_destroy(&f->lock);
+    free(f->key);
+    free(f);
+    return NULL;
+}
+
+/* A randomly read object goes into the data cache whole, in the
+ * background, unless it is too large, filled already or being filled, or
+ * MAX_FILLS run. Caller holds rs->lock. */
+static void maybe_fill(struct om_readers *rs, struct om_reader *r)
+{
+    if (!r->cacheable || r->closing || rs->stopping || rs->nfills >= MAX_FILLS ||
+        r->size <= rs->cfg.small_file_size || r->size > rs->fill_max)
+        return;
+    for (int i = 0; i < rs->nfills; i++) {
+        if (strcmp(rs->fills[i]->key, r->key) == 0 && strcmp(rs->fills[i]->etag, r->etag) == 0)
+            return;
+    }
+    bool cached = false;
+    uint64_t nb = om_dcache_blocks(&r->dobj);
+    if (om_dcache_peek(rs->cfg.dcache, &r->dobj, 0, nb, &cached) == nb && cached)
+        return; /* all there */
+    struct fill *f = calloc(1, sizeof(*f));
+    if (!f || !(f->key = strdup(r->key))) {
+        free(f);
+        return;
+    }
+    f->rs = rs;
+    om_strlcpy(f->etag, r->etag, sizeof(f->etag));
+    f->o = r->dobj;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rs->fills[rs->nfills++] = f;
+    if (pthread_create(&t, &attr, fill_main, f) != 0) {
+        rs->nfills--;
+        pthread_mutex_destroy(&f->lock);
+        free(f->key);
+        free(f);
+    } else {
+        rs->st.cache_fills++;
+    }
+    pthread_attr_destroy(&attr);
+}
+
 /* ---- readers ---- */
 
 struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg)
@@ -475,6 +623,11 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     if (rs->reserve > cfg->memory_limit / 2)
         rs->reserve = cfg->memory_limit / 2;
     rs->st.memory_limit = cfg->memory_limit;
+    if (cfg->dcache) {
+        struct om_dcache_stats dst;
+        om_dcache_get_stats(cfg->dcache, &dst);
+        rs->fill_max = dst.limit_bytes / 4;
+    }
     pthread_mutex_init(&rs->lock, NULL);
     pthread_cond_init(&rs->cond, NULL);
     return rs;
@@ -615,6 +768,9 @@ void om_readers_free(struct om_readers *rs)
     if (!rs)
         return;
     pthread_mutex_lock(&rs->lock);
+    rs->stopping = true; /* fills stop after the GET under way */
+    while (rs->nfills > 0)
+        pthread_cond_wait(&rs->cond, &rs->lock);
     while (rs->stash) {
         struct om_reader *h = rs->stash;
         rs->stash = h->stash_next;
@@ -785,6 +941,8 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         r->streak = 0;
         r->ahead = end;
         cover(r, off, end, end - off, r->cacheable ? OM_DCACHE_BLOCK : RANDOM_ALIGN, true);
+        if (++r->random_reads % FILL_AFTER == 0)
+            maybe_fill(rs, r);
     }
 
     /* Pin what covers the request and wait for it. A pinned segment is

@@ -66,6 +66,14 @@ uint64_t om_dcache_blocks(const struct om_dcache_obj *o);
 uint64_t om_dcache_run(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
                        uint64_t max, bool *cached);
 
+/* The same without counting accesses (for filling ahead of reads). */
+uint64_t om_dcache_peek(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                        uint64_t max, bool *cached);
+/* Store blocks [first, first+n) from buf now, on the caller's thread (the
+ * same admission as om_dcache_store). */
+void om_dcache_put(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
+                   uint64_t n, const char *buf);
+
 typedef void om_dcache_done_fn(void *ud, int rc);
 /* Read blocks [first, first+n) into buf (object offset first * BLOCK),
  * verified, on a cache thread; done(ud, 0) or done(ud, -errno) when a

@@ -114,6 +114,8 @@ struct om_readers_stats {
     uint64_t lookup_get_hits; /* of those, opened and read from memory */
     uint64_t lookup_heads;    /* ... HEADed instead: few lookups were opens */
     uint64_t cache_loads;     /* segments read from the data cache */
+    uint64_t cache_fills;     /* randomly read objects fetched whole into it */
+    uint64_t cache_fill_bytes;
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 
