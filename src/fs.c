@@ -936,6 +936,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .max_parts_in_flight = (int)cfg->parts_in_flight,
         .on_commit = committed,
         .on_commit_ud = fs,
+        .dcache = fs->dcache,
     };
     if (!cfg->ro) {
         fs->writers = om_writers_new(client->s3, &wc, err, errlen);

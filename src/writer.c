@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "objmount/dcache.h"
 #include "objmount/log.h"
 #include "objmount/util.h"
 #include "writer_int.h"
@@ -656,6 +657,41 @@ bool om_writer_is_open(struct om_writers *ws, uint64_t ino)
     return open;
 }
 
+/* The last release of a file whose last commit stored it as it is: its
+ * blocks go into the data cache from the staging file. Nobody can reach
+ * the writer any more, so the bytes are those stored. */
+static void cache_written(struct om_writer *w)
+{
+    struct om_dcache *dc = w->ws->cfg.dcache;
+    if (!dc || !w->last.stored || w->dirty || w->write_error || w->discarded ||
+        w->last.size != w->size || !w->last.size)
+        return;
+    struct om_dcache_stats st;
+    om_dcache_get_stats(dc, &st);
+    struct om_dcache_obj o;
+    if (w->last.size > st.limit_bytes / 4 || !st.storing ||
+        !om_dcache_obj_init(dc, w->key, w->last.etag, w->last.size, &o))
+        return;
+    enum { CHUNK_BLOCKS = 8 };
+    char *buf = malloc(CHUNK_BLOCKS * OM_DCACHE_BLOCK);
+    uint64_t nblocks = om_dcache_blocks(&o);
+    for (uint64_t b = 0; buf && b < nblocks; b += CHUNK_BLOCKS) {
+        uint64_t n = OM_MIN((uint64_t)CHUNK_BLOCKS, nblocks - b);
+        uint64_t off = b * OM_DCACHE_BLOCK, len = OM_MIN(n * OM_DCACHE_BLOCK, o.size - off);
+        uint64_t got = 0;
+        while (got < len) {
+            ssize_t r = pread(w->fd, buf + got, len - got, (off_t)(off + got));
+            if (r <= 0)
+                break;
+            got += (uint64_t)r;
+        }
+        if (got != len)
+            break;
+        om_dcache_put(dc, &o, b, n, buf);
+    }
+    free(buf);
+}
+
 /* Does the last release have to commit? Caller holds w->lock. What a
  * failed commit already put in recovery is not sent again; after a failed
  * write nothing is committed (the application was told). */
@@ -695,6 +731,7 @@ void om_writer_release(struct om_writer *w)
             pthread_mutex_unlock(&w->lock);
             if (!last)
                 return;
+            cache_written(w);
             break;
         }
         uint64_t changes = w->changes;

@@ -51,6 +51,10 @@ struct om_writers_config {
      * filesystem shows for ino becomes what is stored. */
     void (*on_commit)(void *ud, uint64_t ino, const struct om_commit_result *res);
     void *on_commit_ud;
+    /* NULL, or the data cache: a file's last release copies what its last
+     * commit stored into it (up to a quarter of its bound), so reading a
+     * checkpoint back does not go to the store */
+    struct om_dcache *dcache;
 };
 
 struct om_writers;

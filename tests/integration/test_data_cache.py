@@ -325,3 +325,22 @@ def test_a_randomly_read_object_is_filled_whole_in_the_background(
             off = rnd.randrange(0, size - 4096)
             assert os.pread(f.fileno(), 4096, off) == want[off:off + 4096]
     assert stats(m)["reads"]["gets"] == gets
+
+
+@pytest.mark.parametrize("size", [300000, 11 * MiB + 5], ids=["one-part", "multipart"])
+def test_a_written_file_is_read_back_from_the_cache(rw_mount, bucket, s3client, cache_dir, size):
+    want = payload("ckpt%d" % size, size)
+    m = live(rw_mount, bucket, "data_cache=256M")
+    with open(m.join("ckpt.pt"), "wb") as f:
+        f.write(want)
+    # the last release (after close returns) copies it into the cache
+    nblocks = (size + MiB - 1) // MiB
+    assert wait_for(lambda: stats(m)["data_cache"]["blocks"] == nblocks, timeout=30), \
+        stats(m)["data_cache"]
+    m.unmount()
+    assert s3client.get_object(Bucket=bucket, Key="ckpt.pt")["Body"].read() == want
+    m = live(rw_mount, bucket, "profile=training")
+    gets = stats(m)["reads"]["gets"]
+    with open(m.join("ckpt.pt"), "rb") as f:
+        assert f.read() == want
+    assert stats(m)["reads"]["gets"] == gets
