@@ -98,6 +98,7 @@ struct om_reader {
     int stores;      /* segments the data cache is still copying */
     bool cacheable;  /* the data cache may hold blocks of this version */
     unsigned random_reads;
+    unsigned seq_run; /* sequential reads in a row: a streaming reader */
     struct om_dcache_obj dobj;
     bool closing;
     struct om_reader *stash_next; /* a holder in rs->stash */
@@ -910,6 +911,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
     if (r->size <= c->small_file_size) {
         cover(r, 0, r->size, r->size, 1, true);
     } else if (is_sequential(r, off)) {
+        r->seq_run++;
         /* the window doubles each time the reader has consumed half of it */
         r->streak += len;
         if (r->streak >= r->window / 2) {
@@ -936,6 +938,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         r->ahead = OM_MAX(r->ahead, covered);
     } else {
         /* random: only what is asked, rounded; no prefetch */
+        r->seq_run = 0;
         cancel_loading(r, end + c->part_size);
         r->window = c->prefetch_initial;
         r->streak = 0;
@@ -1047,7 +1050,9 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
     }
     if (v->len > 0) {
         uint64_t end = v->off + v->len;
-        if (r->size > rs->cfg.small_file_size && is_sequential(r, v->off))
+        /* a streaming reader frees what it passed; a random one that happens
+         * to land near its last read keeps its buffers */
+        if (r->size > rs->cfg.small_file_size && r->seq_run >= 4 && is_sequential(r, v->off))
             drop_behind(r, v->off);
         r->pos = end;
         trim(r, v->off, end);
