@@ -65,7 +65,10 @@ def test_script_is_valid_bash():
 
 
 @pytest.mark.parametrize("line,want", [
-    ("objmountctl ", ["--help", "doctor", "recover", "stats", "status", "unmount", "uploads"]),
+    ("objmountctl ", ["--help", "cache", "doctor", "recover", "stats", "status", "unmount",
+                      "uploads"]),
+    ("objmountctl cache ", ["drop", "stats", "warm"]),
+    ("objmountctl cache warm --", ["--threads"]),
     ("objmountctl st", ["stats", "status"]),
     ("objmountctl status -", ["--json"]),
     ("objmountctl stats -", ["--json", "--prometheus", "--watch"]),
@@ -84,6 +87,7 @@ def test_mount_points_are_objmount_mounts_only(tmp_path):
     assert complete("objmountctl stats --json ", tmp_path) == ["/mnt/data", "/mnt/my\\ train"]
     # one mount point only
     assert complete("objmountctl stats /mnt/data ", tmp_path) == []
+    assert complete("objmountctl cache stats ", tmp_path) == ["/mnt/data", "/mnt/my\\ train"]
 
 
 def test_buckets_after_uploads_and_doctor(tmp_path):

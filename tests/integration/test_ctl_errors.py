@@ -114,5 +114,5 @@ def test_stats_of_a_directory_inside_a_mount_is_not_a_mount(rw_mount, bucket, s3
 def test_help_exits_0_and_lists_every_command():
     p = admin.ctl(["--help"])
     assert p.returncode == 0, p.stderr
-    for cmd in ("status", "stats", "unmount", "uploads", "recover", "doctor"):
+    for cmd in ("status", "stats", "unmount", "uploads", "recover", "doctor", "cache"):
         assert cmd in p.stdout, p.stdout
