@@ -727,6 +727,15 @@ static void trim_to_limit(struct om_dcache *dc)
  * its group and other bits cleared (said once). */
 static int private_dir(const char *dir, char *err, size_t errlen)
 {
+    /* missing parents too (~/.cache on a fresh account), private as well */
+    char *p = strdup(dir);
+    for (char *s = p ? strchr(p + 1, '/') : NULL; s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            break;
+        *s = '/';
+    }
+    free(p);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return -1;
