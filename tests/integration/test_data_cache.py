@@ -344,3 +344,16 @@ def test_a_written_file_is_read_back_from_the_cache(rw_mount, bucket, s3client, 
     with open(m.join("ckpt.pt"), "rb") as f:
         assert f.read() == want
     assert stats(m)["reads"]["gets"] == gets
+
+
+def test_a_read_only_mount_creates_its_cache_dir_with_parents(mount, bucket, s3client, tmp_path):
+    seed(s3client, bucket, {"p.bin": payload("p", 2 * MiB)})
+    deep = tmp_path / "fresh" / "home" / ".cache" / "objmount"
+    m = mount(bucket, "ro,data_cache=64M,cache_dir=%s" % deep)
+    assert admin.wait_socket(m.path)
+    with open(m.join("p.bin"), "rb") as f:
+        assert f.read() == payload("p", 2 * MiB)
+    settle(m)
+    assert len(blocks(str(deep))) == 2
+    for d in (deep.parent, deep, deep / "data"):
+        assert os.stat(d).st_mode & 0o777 == 0o700, d
