@@ -5,7 +5,13 @@
  * GET into its own mmap'd buffer (so freed memory really leaves the
  * process). Segment state, reader lists and the pool's LRU are guarded by
  * rs->lock; GET completions arrive on the engine thread and take it too.
- * A segment is evictable when it is ready and nobody has it pinned. */
+ * A segment is evictable when it is ready and nobody has it pinned.
+ *
+ * A read (om_reader_view) decides nothing itself: under the lock it counts
+ * the read, asks om_read_plan_make (read_plan.c, pure) what to fetch from
+ * the reader's numbers, executes that plan (plan_execute: cancel prefetch,
+ * cover() the demand and prefetch ranges, move the frontier, maybe start a
+ * background fill), then pins what covers the request and waits for it. */
 #include "objmount/reader.h"
 
 #include <errno.h>
@@ -20,18 +26,17 @@
 
 #include "objmount/dcache.h"
 #include "objmount/log.h"
+#include "objmount/read_plan.h"
 #include "objmount/util.h"
 
-#define RANDOM_ALIGN (64 * 1024)
-#define MIN_CHUNK (256 * 1024)
 #define MAX_SEGMENTS_PER_READER 256
 #define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
 #define LOOKUP_WINDOW 32
-/* Background fill of randomly read objects into the data cache: after
- * FILL_AFTER random reads of one open file, the whole object (up to a
- * quarter of the cache's bound) is fetched by FILL_THREADS ranged GETs of
- * up to FILL_CHUNK blocks each, at most MAX_FILLS objects at a time. */
-#define FILL_AFTER 4
+/* Background fill of randomly read objects into the data cache: every
+ * OM_READ_FILL_AFTER random reads of one open file (the plan says when), the
+ * whole object (up to a quarter of the cache's bound) is fetched by
+ * FILL_THREADS ranged GETs of up to FILL_CHUNK blocks each, at most MAX_FILLS
+ * objects at a time. */
 #define FILL_THREADS 4
 #define FILL_CHUNK 8
 #define MAX_FILLS 2
@@ -58,6 +63,8 @@ struct om_read_seg {
 struct om_readers {
     struct om_s3 *s3;
     struct om_readers_config cfg;
+    /* cfg's numbers the read plans use */
+    struct om_read_plan_config plan_cfg;
     uint64_t reserve; /* kept free for reads that need data now */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -619,6 +626,12 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     rs->cfg = *cfg;
     if (rs->cfg.prefetch_max < rs->cfg.prefetch_initial)
         rs->cfg.prefetch_max = rs->cfg.prefetch_initial;
+    rs->plan_cfg = (struct om_read_plan_config){
+        .small_file_size = rs->cfg.small_file_size,
+        .part_size = rs->cfg.part_size,
+        .prefetch_initial = rs->cfg.prefetch_initial,
+        .prefetch_max = rs->cfg.prefetch_max,
+    };
     /* a quarter of the budget is for data that a read needs now */
     rs->reserve = OM_MAX(cfg->memory_limit / 4, 2 * cfg->part_size);
     if (rs->reserve > cfg->memory_limit / 2)
@@ -873,12 +886,59 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
     }
 }
 
-static bool is_sequential(const struct om_reader *r, uint64_t off)
+/* The reader's numbers, for its read plans. Caller holds the lock. */
+static struct om_read_state read_state(const struct om_reader *r)
 {
-    uint64_t slack = r->rs->cfg.part_size;
-    if (off == 0 && r->pos == 0)
-        return true;
-    return off + slack >= r->pos && off <= OM_MAX(r->ahead, r->pos) + slack;
+    return (struct om_read_state){
+        .size = r->size,
+        .cacheable = r->cacheable,
+        .pos = r->pos,
+        .ahead = r->ahead,
+        .window = r->window,
+        .streak = r->streak,
+        .seq_run = r->seq_run,
+        .random_reads = r->random_reads,
+    };
+}
+
+static bool cover_range(struct om_reader *r, const struct om_read_range *g, bool demand)
+{
+    return cover(r, g->off, g->end, g->chunk, g->align, demand);
+}
+
+/* End of what the segments cover contiguously from end on. */
+static uint64_t covered_from(struct om_reader *r, uint64_t end)
+{
+    uint64_t covered = end;
+    for (struct om_read_seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
+        if (s->off > covered)
+            break;
+        covered = s->off + s->len;
+    }
+    return covered;
+}
+
+/* Carry out the plan of a read ending at end: the reader takes its new
+ * numbers first (cover() may wait for memory, and other reads of the same
+ * handle then plan from them), then prefetch is cancelled, the demand and
+ * prefetch ranges are covered, the frontier moves and a fill may start.
+ * Caller holds the lock. */
+static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read_plan *p)
+{
+    r->window = p->next.window;
+    r->streak = p->next.streak;
+    r->ahead = p->next.ahead;
+    r->seq_run = p->next.seq_run;
+    r->random_reads = p->next.random_reads;
+    if (p->cancel_prefetch)
+        cancel_loading(r, p->cancel_from);
+    cover_range(r, &p->demand, true);
+    if (p->prefetch.off < p->prefetch.end && !r->closing)
+        cover_range(r, &p->prefetch, false);
+    if (p->extend_ahead)
+        r->ahead = OM_MAX(r->ahead, covered_from(r, end));
+    if (p->consider_fill)
+        maybe_fill(r->rs, r);
 }
 
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v)
@@ -891,7 +951,6 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         len = (size_t)(r->size - off);
     uint64_t end = off + len;
     struct om_readers *rs = r->rs;
-    const struct om_readers_config *c = &rs->cfg;
 
     pthread_mutex_lock(&rs->lock);
     rs->st.reads++;
@@ -908,45 +967,9 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
     if (hit)
         rs->st.hits++;
 
-    if (r->size <= c->small_file_size) {
-        cover(r, 0, r->size, r->size, 1, true);
-    } else if (is_sequential(r, off)) {
-        r->seq_run++;
-        /* the window doubles each time the reader has consumed half of it */
-        r->streak += len;
-        if (r->streak >= r->window / 2) {
-            r->window = OM_MIN(r->window * 2, c->prefetch_max);
-            r->streak = 0;
-        }
-        uint64_t chunk = OM_MIN(c->part_size, OM_MAX(r->window / 4, (uint64_t)MIN_CHUNK));
-        uint64_t align = 1;
-        if (r->cacheable) { /* whole blocks of the data cache */
-            align = OM_DCACHE_BLOCK;
-            chunk = OM_MAX(chunk - chunk % OM_DCACHE_BLOCK, OM_DCACHE_BLOCK);
-        }
-        cover(r, off, end, chunk, align, true);
-        uint64_t target = OM_MIN(end + r->window, r->size);
-        uint64_t from = OM_MAX(end, r->ahead);
-        if (from < target && !r->closing)
-            cover(r, from, target, chunk, align, false);
-        uint64_t covered = end;
-        for (struct om_read_seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
-            if (s->off > covered)
-                break;
-            covered = s->off + s->len;
-        }
-        r->ahead = OM_MAX(r->ahead, covered);
-    } else {
-        /* random: only what is asked, rounded; no prefetch */
-        r->seq_run = 0;
-        cancel_loading(r, end + c->part_size);
-        r->window = c->prefetch_initial;
-        r->streak = 0;
-        r->ahead = end;
-        cover(r, off, end, end - off, r->cacheable ? OM_DCACHE_BLOCK : RANDOM_ALIGN, true);
-        if (++r->random_reads % FILL_AFTER == 0)
-            maybe_fill(rs, r);
-    }
+    struct om_read_state st = read_state(r);
+    struct om_read_plan plan = om_read_plan_make(&st, &rs->plan_cfg, off, len);
+    plan_execute(r, end, &plan);
 
     /* Pin what covers the request and wait for it. A pinned segment is
      * neither evicted nor cancelled, so a read that waits keeps what it
@@ -1052,7 +1075,8 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
         uint64_t end = v->off + v->len;
         /* a streaming reader frees what it passed; a random one that happens
          * to land near its last read keeps its buffers */
-        if (r->size > rs->cfg.small_file_size && r->seq_run >= 4 && is_sequential(r, v->off))
+        struct om_read_state st = read_state(r);
+        if (om_read_frees_behind(&st, &rs->plan_cfg, v->off))
             drop_behind(r, v->off);
         r->pos = end;
         trim(r, v->off, end);

@@ -6,6 +6,7 @@
  *   to part_size each.
  * - Random reads fetch what is asked, rounded to 64 KiB, and keep it for
  *   re-reads; they start no prefetch.
+ *   (These decisions are om_read_plan_make's, in objmount/read_plan.h.)
  * - Every GET carries If-Match with the ETag seen at open, and every
  *   response's ETag and object size are compared with the open's, so one
  *   open never mixes two versions of an object (some stores ignore
