@@ -686,7 +686,8 @@ static uint64_t scan(struct om_dcache *dc)
         }
         closedir(d);
     }
-    qsort(v, n, sizeof(*v), by_mtime);
+    if (n)
+        qsort(v, n, sizeof(*v), by_mtime);
     pthread_mutex_lock(&dc->lock);
     for (size_t i = 0; i < n; i++)
         name_add(dc, v[i].kh, v[i].eh, v[i].index, v[i].key, v[i].bytes);
