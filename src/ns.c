@@ -538,14 +538,16 @@ ssize_t om_ns_getxattr(struct om_ns *ns, uint64_t ino, const char *name, char *b
     if (which < 0)
         return -ENODATA;
     char *key = NULL;
-    bool exists;
+    bool exists = false;
     struct om_s3_object o;
+    memset(&o, 0, sizeof(o));
     int rc = om_meta_object(ns->meta, ino, &key, &exists, &o);
     const char *value;
     if (rc == -EISDIR) {
         if (which != 1)
             return -ENODATA;
         rc = om_meta_key(ns->meta, ino, &key, NULL);
+        exists = true; /* a directory's key */
     }
     if (rc)
         return rc;
