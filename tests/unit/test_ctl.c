@@ -32,6 +32,27 @@ START_TEST(test_requests_parse_strictly)
 }
 END_TEST
 
+START_TEST(test_cache_requests)
+{
+    struct om_ctl_cmd c;
+    ck_assert_int_eq(parse("cache stats", &c), 0);
+    ck_assert_int_eq(c.kind, OM_CTL_CACHE_STATS);
+    ck_assert_int_eq(parse("cache drop", &c), 0);
+    ck_assert_int_eq(c.kind, OM_CTL_CACHE_DROP);
+    ck_assert_str_eq(c.path, "");
+    ck_assert_int_eq(parse("cache drop ds/a b/x.jpg", &c), 0);
+    ck_assert_int_eq(c.kind, OM_CTL_CACHE_DROP);
+    ck_assert_str_eq(c.path, "ds/a b/x.jpg");
+    ck_assert_int_eq(parse("cache drop ..data/x..", &c), 0); /* dots inside names are names */
+    const char *bad[] = {"cache drop ", "cache drop ../x", "cache drop a/../b", "cache drop a//b",
+                         "cache drop a/", "cache drop /a", "cache drop ./a", "cache drop a\x1b[m",
+                         "cache stats x", "cache", "cache dropx"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(parse(bad[i], &c) == -EINVAL, "%s", bad[i]);
+    ck_assert_int_eq(om_ctl_parse("cache drop a\0b", 14, &c), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_socket_trust_needs_owner_and_private_directory)
 {
     struct stat dir = {.st_mode = S_IFDIR | 0700, .st_uid = 1000};
@@ -62,6 +83,7 @@ int main(void)
     Suite *s = suite_create("ctl");
     TCase *tc = tcase_create("ctl");
     tcase_add_test(tc, test_requests_parse_strictly);
+    tcase_add_test(tc, test_cache_requests);
     tcase_add_test(tc, test_socket_trust_needs_owner_and_private_directory);
     suite_add_tcase(s, tc);
     return om_check_run(s);
