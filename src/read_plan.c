@@ -25,7 +25,10 @@ static void plan_sequential(struct om_read_plan *p, const struct om_read_plan_co
                             uint64_t off, uint64_t end)
 {
     struct om_read_state *n = &p->next;
-    n->seq_run++;
+    /* a streaming reader goes on where it stopped; a random one that lands
+     * within part_size of its last read does not count */
+    if (off == n->pos)
+        n->seq_run++;
     /* the window doubles each time the reader has consumed half of it */
     n->streak += end - off;
     if (n->streak >= n->window / 2) {

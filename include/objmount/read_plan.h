@@ -39,7 +39,7 @@ struct om_read_state {
     uint64_t ahead;        /* sequential frontier: data is requested up to here */
     uint64_t window;       /* current prefetch window */
     uint64_t streak;       /* sequential bytes read since the window last grew */
-    unsigned seq_run;      /* sequential reads in a row */
+    unsigned seq_run;      /* reads in a row each starting where the last ended */
     unsigned random_reads; /* random reads since open */
 };
 

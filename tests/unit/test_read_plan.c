@@ -226,6 +226,11 @@ START_TEST(test_seq_run_and_random_reads_count)
     read_at(&s, &cfg, 300 * MiB, 64 * KiB);
     ck_assert_uint_eq(s.seq_run, 0);
     ck_assert_uint_eq(s.random_reads, 3);
+    /* near the last read but not where it ended: sequential, yet no run */
+    for (int i = 0; i < 6; i++)
+        read_at(&s, &cfg, 300 * MiB + (uint64_t)(i % 2 ? 3 : 1) * MiB, 4 * KiB);
+    ck_assert_uint_eq(s.seq_run, 0);
+    ck_assert(!om_read_frees_behind(&s, &cfg, 300 * MiB + 2 * MiB));
 }
 END_TEST
 
