@@ -4,9 +4,14 @@
   (mount and cache_dir come from tests/conftest.py)
   rw_mount     function: factory rw_mount(bucket, opts="", **kw) -> mount(...) with
           this test's cache_dir, fast engine and upload retries (RW_OPTS) and opts
+  tmpfs        function: factory tmpfs(size) -> path of a tmpfs of that size
+          ("64m"), unmounted after the test
   data_bucket  session: seeded objects of part-boundary sizes, 100 MiB, and
           64 small files (layout: SIZES, SMALL_FILES in harness.mount)
 """
+
+import subprocess
+import time
 
 import pytest
 
@@ -31,6 +36,28 @@ def rw_mount(mount, cache_dir):
         o = "cache_dir=%s,%s" % (cache_dir, RW_OPTS)
         return mount(bucket, o + ("," + opts if opts else ""), **kw)
     return make
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Factory: a directory with a tmpfs of its own (a small or full disk)."""
+    made = []
+
+    def make(size):
+        d = tmp_path / ("tmpfs%d" % len(made))
+        d.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", str(d)],
+                       check=True)
+        made.append(str(d))
+        return str(d)
+    yield make
+    for d in made:
+        for _ in range(50):
+            if subprocess.run(["umount", d], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", d], capture_output=True)
 
 
 # -- a session bucket of seeded objects for read tests -----------------------------

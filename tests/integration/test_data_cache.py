@@ -202,20 +202,8 @@ def test_a_scan_of_1_5x_the_cache_keeps_more_than_half(rw_mount, bucket, s3clien
 
 
 @pytest.fixture
-def tiny_fs(tmp_path):
-    d = tmp_path / "tiny"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m,mode=0700", "tmpfs", str(d)],
-                   check=True)
-    try:
-        yield str(d)
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(d)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+def tiny_fs(tmpfs):
+    return tmpfs("12m")
 
 
 def test_a_full_disk_turns_storing_off_and_reads_go_on(mount, bucket, s3client, tiny_fs):

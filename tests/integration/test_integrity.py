@@ -133,21 +133,9 @@ def test_a_small_file_read_after_an_overwrite_is_one_version(mount, bucket, s3cl
 
 # -- 2. a failed write never commits ------------------------------------------------------
 @pytest.fixture
-def tiny_cache(tmp_path):
+def tiny_cache(tmpfs):
     """A cache_dir on a 64 MiB tmpfs of its own."""
-    d = tmp_path / "tiny"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", str(d)],
-                   check=True)
-    try:
-        yield str(d)
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(d)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+    return tmpfs("64m")
 
 
 def write_until_error(path, total, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
