@@ -210,8 +210,9 @@ def describe_diff(got, want):
     return "differs at byte %d (stored %d bytes, model %d)" % (i, len(got), len(want))
 
 
-def compare_stored(s3, files, model_dir, ok_files):
-    """{file: "match" | problem} for the files that survived."""
+def compare_with_models(files, model_dir, ok_files, read, what):
+    """{file: "match" | problem} for the files that survived; read(name)
+    gives the bytes to compare (an exception is the problem: what + it)."""
     out = {}
     for name in files:
         if name not in ok_files:
@@ -220,12 +221,19 @@ def compare_stored(s3, files, model_dir, ok_files):
         with open(os.path.join(model_dir, name), "rb") as f:
             want = f.read()
         try:
-            got = s3.get_object(Bucket=BUCKET, Key=name)["Body"].read()
+            got = read(name)
         except Exception as e:  # noqa: BLE001
-            out[name] = "missing: %s" % e
+            out[name] = "%s: %s" % (what, e)
             continue
         out[name] = describe_diff(got, want) or "match"
     return out
+
+
+def compare_stored(s3, files, model_dir, ok_files):
+    """The objects in the bucket against the models."""
+    return compare_with_models(
+        files, model_dir, ok_files,
+        lambda name: s3.get_object(Bucket=BUCKET, Key=name)["Body"].read(), "missing")
 
 
 def wait_stored_sizes(s3, files, model_dir, ok_files, timeout):
@@ -248,27 +256,18 @@ def wait_stored_sizes(s3, files, model_dir, ok_files, timeout):
 
 
 def read_back(peer, endpoint, mnt, work, logp, files, model_dir, ok_files):
-    out = {}
+    """The files read through a fresh mount against the models."""
     m = peer.mount(endpoint, mnt, work, logp, write=True, timeout=60)
+
+    def read(name):
+        with open(os.path.join(mnt, name), "rb") as f:
+            return f.read()
     try:
-        for name in files:
-            if name not in ok_files:
-                out[name] = "not checked (the file failed)"
-                continue
-            with open(os.path.join(model_dir, name), "rb") as f:
-                want = f.read()
-            try:
-                with open(os.path.join(mnt, name), "rb") as f:
-                    got = f.read()
-            except OSError as e:
-                out[name] = "read failed: %s" % e
-                continue
-            out[name] = describe_diff(got, want) or "match"
+        return compare_with_models(files, model_dir, ok_files, read, "read failed")
     finally:
         problems = peermod.unmount(m)
         if problems:
             log("  read-back unmount: %s" % "; ".join(problems))
-    return out
 
 
 def summarize_checks(checks):
