@@ -68,6 +68,67 @@ static bool multipart_shaped(const char *etag)
     return dash && dash - etag == 32 && dash[1];
 }
 
+const char *om_etag_form_name(enum om_etag_form f)
+{
+    switch (f) {
+    case OM_ETAG_FORM_PARTS:
+        return "md5-of-parts";
+    case OM_ETAG_FORM_WHOLE:
+        return "whole-md5";
+    case OM_ETAG_FORM_OPAQUE:
+        return "opaque";
+    case OM_ETAG_FORM_UNKNOWN:
+        break;
+    }
+    return "unknown";
+}
+
+enum om_etag_form om_writers_etag_form(struct om_writers *ws)
+{
+    pthread_mutex_lock(&ws->lock);
+    enum om_etag_form f = ws->etag_form;
+    pthread_mutex_unlock(&ws->lock);
+    return f;
+}
+
+bool wi_need_whole_md5(struct om_writers *ws)
+{
+    enum om_etag_form f = om_writers_etag_form(ws);
+    return ws->cfg.verify_read || f == OM_ETAG_FORM_WHOLE;
+}
+
+void wi_count_hashed(struct om_writers *ws, uint64_t n)
+{
+    pthread_mutex_lock(&ws->lock);
+    ws->st.hashed_bytes += n;
+    pthread_mutex_unlock(&ws->lock);
+}
+
+/* A multipart upload was verified: its ETag showed the server's form. The
+ * first one decides; a later upload verified another way (a server behind
+ * a load balancer of mixed versions) is logged and the form becomes the
+ * safe one (whole MD5s computed again). */
+static void learn_etag_form(struct om_writers *ws, enum om_etag_form seen)
+{
+    pthread_mutex_lock(&ws->lock);
+    enum om_etag_form was = ws->etag_form;
+    if (was == OM_ETAG_FORM_UNKNOWN)
+        ws->etag_form = seen;
+    else if (was != seen && was != OM_ETAG_FORM_WHOLE)
+        ws->etag_form = OM_ETAG_FORM_WHOLE;
+    enum om_etag_form now = ws->etag_form;
+    pthread_mutex_unlock(&ws->lock);
+    if (was == now)
+        return;
+    if (was == OM_ETAG_FORM_UNKNOWN)
+        om_info("the server's multipart ETags are %s: %s", om_etag_form_name(now),
+                now == OM_ETAG_FORM_WHOLE ? "uploads compute a whole-object MD5 besides the part MD5s"
+                                          : "uploads hash each byte once (part MD5s only)");
+    else
+        om_warn("a multipart ETag of form %s after %s: uploads compute whole-object MD5s again",
+                om_etag_form_name(seen), om_etag_form_name(was));
+}
+
 /* Whole-object MD5 of the staging file: the running digest when it covers
  * the whole file, else read back. */
 static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD5_LEN])
@@ -78,7 +139,10 @@ static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD
     pthread_mutex_unlock(&w->lock);
     if (rc == 0)
         return 0;
-    return om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, out);
+    rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, out);
+    if (!rc)
+        wi_count_hashed(w->ws, size);
+    return rc;
 }
 
 /* After PUT or Complete: the object must be what the staging file holds. */
@@ -109,6 +173,7 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         pthread_mutex_lock(&ws->lock);
         ws->st.verified_multipart++;
         pthread_mutex_unlock(&ws->lock);
+        learn_etag_form(ws, OM_ETAG_FORM_PARTS);
     } else if (plain_md5(o.etag) || multipart_shaped(o.etag)) {
         if (known_md5)
             memcpy(md5, known_md5, OM_MD5_LEN);
@@ -127,11 +192,15 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         pthread_mutex_lock(&ws->lock);
         ws->st.verified_md5++;
         pthread_mutex_unlock(&ws->lock);
+        if (mp_etag)
+            learn_etag_form(ws, OM_ETAG_FORM_WHOLE);
     } else {
         how = "size only (the server's ETags are not MD5s)";
         pthread_mutex_lock(&ws->lock);
         ws->st.verified_size_only++;
         pthread_mutex_unlock(&ws->lock);
+        if (mp_etag)
+            learn_etag_form(ws, OM_ETAG_FORM_OPAQUE);
     }
     om_debug("%s: verified by %s", w->key, how);
     if (!ws->cfg.verify_read)
@@ -164,6 +233,8 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         om_digest_free(&d);
     else
         rc = om_digest_final(&d, back);
+    if (!rc)
+        wi_count_hashed(ws, size);
     free(buf);
     if (!rc && memcmp(back, md5, OM_MD5_LEN) != 0) {
         snprintf(w->last_error, sizeof(w->last_error), "read back differs from what was written");
@@ -187,6 +258,7 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     int rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, md5);
     if (rc)
         return rc;
+    wi_count_hashed(w->ws, size);
     struct om_header_list h = {0};
     om_file_meta_headers(m, &h);
     struct om_s3_put_opts opts = {.meta = &h};

@@ -182,11 +182,12 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             " in flight), whole-upload retries %" PRIu64 ", parts %" PRIu64 " (%" PRIu64
             " retried), %.1f MiB uploaded\n"
             "verified: by MD5 %" PRIu64 ", by multipart ETag %" PRIu64 ", by size only %" PRIu64
-            ", read back %" PRIu64 "; recovery files %d\n",
+            ", read back %" PRIu64 "; %.1f MiB hashed, multipart ETags %s; recovery files %d\n",
             n->wr.open_writers, n->wr.commits, n->wr.commit_failures, n->wr.commits_in_flight,
             n->wr.upload_retries, n->wr.part_uploads, n->wr.part_retries,
             (double)n->wr.bytes_uploaded / 1048576.0, n->wr.verified_md5, n->wr.verified_multipart,
-            n->wr.verified_size_only, n->wr.verified_read, n->recovery);
+            n->wr.verified_size_only, n->wr.verified_read, (double)n->wr.hashed_bytes / 1048576.0,
+            om_etag_form_name(n->wr.etag_form), n->recovery);
     return rc;
 }
 
@@ -330,6 +331,11 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
     if (!rc)
         rc = PROM_COUNTER(b, "uploaded_bytes_total", "Bytes uploaded by commits.",
                           n->wr.bytes_uploaded);
+    if (!rc)
+        rc = PROM_COUNTER(b, "hashed_bytes_total",
+                          "Bytes run through MD5 by the write path (one pass per byte uploaded "
+                          "when the server's multipart ETags are MD5s of the part MD5s).",
+                          n->wr.hashed_bytes);
     if (!rc)
         rc = PROM_GAUGE(b, "recovery_files", "Files waiting in the recovery directory.",
                         n->recovery);
@@ -487,6 +493,8 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "verified_multipart", n->wr.verified_multipart);
         om_json_u64(&j, "verified_size_only", n->wr.verified_size_only);
         om_json_u64(&j, "verified_read", n->wr.verified_read);
+        om_json_u64(&j, "hashed_bytes", n->wr.hashed_bytes);
+        om_json_str(&j, "multipart_etag_form", om_etag_form_name(n->wr.etag_form));
         om_json_u64(&j, "recovered", n->wr.recovered);
         om_json_end(&j, '}');
     }

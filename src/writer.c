@@ -446,7 +446,7 @@ static void work_on(struct om_writer *w)
         p->state = P_HASHING;
         p->up_gen = p->gen;
         uint64_t off = p->off, len = p->len;
-        bool feed = w->md5_valid && w->md5_upto == off;
+        bool feed = w->md5_valid && w->md5_upto == off && wi_need_whole_md5(ws);
         pthread_mutex_unlock(&w->lock);
 
         struct om_digest d;
@@ -467,6 +467,8 @@ static void work_on(struct om_writer *w)
             om_digest_free(&d);
         else
             rc = om_digest_final(&d, p->md5);
+        if (!rc)
+            wi_count_hashed(ws, feed ? 2 * len : len);
 
         pthread_mutex_lock(&w->lock);
         if (feed && w->md5_valid && !rc && p->gen == p->up_gen)
@@ -1002,5 +1004,6 @@ void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out)
 {
     pthread_mutex_lock(&ws->lock);
     *out = ws->st;
+    out->etag_form = ws->etag_form;
     pthread_mutex_unlock(&ws->lock);
 }

@@ -105,6 +105,7 @@ struct om_writers {
     pthread_t workers[WORKERS];
     int nworkers;
     struct om_writers_stats st;
+    enum om_etag_form etag_form; /* under lock */
 };
 
 /* writer.c; callers hold w->lock */
@@ -117,6 +118,12 @@ int wi_prepare_write(struct om_writer *w);
 void wi_drain(struct om_writer *w);
 /* no lock; the writer is no longer reachable and drained */
 void wi_writer_destroy(struct om_writer *w);
+
+/* Must part hashing also feed the running whole-object MD5? Takes
+ * ws->lock. */
+bool wi_need_whole_md5(struct om_writers *ws);
+/* n more bytes went through MD5. Takes ws->lock. */
+void wi_count_hashed(struct om_writers *ws, uint64_t n);
 
 /* commit.c; no lock held */
 void wi_abort_upload(struct om_writer *w);

@@ -164,6 +164,21 @@ bool om_writers_busy_under(struct om_writers *ws, const char *prefix);
 /* Current size and mtime of an open writer. */
 void om_writer_attr(struct om_writer *w, uint64_t *size, struct timespec *mtime);
 
+/* What the server's ETag of a completed multipart upload turned out to be,
+ * learned from the first one verified on this mount. It decides which
+ * digests a write computes: the part MD5s always (Content-MD5); a running
+ * whole-object MD5 besides them only when the server's multipart ETags are
+ * whole-object MD5s (s3rver) or with verify=read. Until the form is known
+ * uploads expect MD5s of part MD5s (as AWS S3): on a server of another form
+ * the first multipart verification reads the staging file once more to
+ * compute the whole MD5. */
+enum om_etag_form {
+    OM_ETAG_FORM_UNKNOWN = 0, /* no multipart upload verified yet */
+    OM_ETAG_FORM_PARTS,       /* MD5 of the part MD5s, "-N" (AWS S3, Swift, MinIO, Ceph) */
+    OM_ETAG_FORM_WHOLE,       /* MD5 of the whole object */
+    OM_ETAG_FORM_OPAQUE,      /* neither: verified by size only */
+};
+
 struct om_writers_stats {
     uint64_t open_writers;
     uint64_t commits;
@@ -176,10 +191,15 @@ struct om_writers_stats {
     uint64_t verified_multipart; /* ETag equal to the multipart ETag */
     uint64_t verified_size_only; /* server ETags are not MD5s */
     uint64_t verified_read;      /* read back and compared */
+    uint64_t hashed_bytes;       /* bytes run through MD5 (parts, whole objects, read-backs) */
+    enum om_etag_form etag_form;
     uint64_t recovered;          /* files moved to recovery */
     uint64_t commits_in_flight;
 };
 void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out);
+
+enum om_etag_form om_writers_etag_form(struct om_writers *ws);
+const char *om_etag_form_name(enum om_etag_form f);
 
 /* The part holding offset off, its start and length (exposed for tests). */
 int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len);

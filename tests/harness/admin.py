@@ -33,6 +33,7 @@ process) when the block ends; at interpreter exit too.
 """
 
 import atexit
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +69,17 @@ def one_error_line(p, what):
     assert len(lines) == 1, "%s: want one line on stderr, got %d:\n%s" % (
         what, len(lines), p.stderr)
     return lines[0]
+
+
+def stats_json(mountpoint):
+    """`objmountctl stats --json MOUNTPOINT`: the object of that mount."""
+    p = ctl(["stats", "--json", mountpoint])
+    assert p.returncode == 0, p.stderr
+    arr = json.loads(p.stdout)
+    arr = arr if isinstance(arr, list) else [arr]
+    found = [o for o in arr if o.get("mountpoint") == mountpoint]
+    assert found, arr
+    return found[0]
 
 
 def socket_path(mountpoint, uid=0):

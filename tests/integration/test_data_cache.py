@@ -7,7 +7,6 @@ cache keeping more than half, a full disk, loose permissions, bad
 options."""
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -22,13 +21,7 @@ HDR = 64
 
 
 def stats(m):
-    p = admin.ctl(["stats", "--json", m.path])
-    assert p.returncode == 0, p.stderr
-    arr = json.loads(p.stdout)
-    arr = arr if isinstance(arr, list) else [arr]
-    found = [o for o in arr if o.get("mountpoint") == m.path]
-    assert found, arr
-    return found[0]
+    return admin.stats_json(m.path)
 
 
 def live(rw_mount, bucket, opts, **kw):
