@@ -6,6 +6,11 @@
  * process). Segment state, reader lists and the pool's LRU are guarded by
  * rs->lock; GET completions arrive on the engine thread and take it too.
  * A segment is evictable when it is ready and nobody has it pinned.
+ * Buffers of segments that are done go to a small list of spares (at most
+ * SPARE_MAX bytes, within the memory limit) that the next segment of the
+ * same size takes over: a streaming reader then faults no pages in and
+ * unmaps none (a quarter of the read path's CPU before). The spares are
+ * unmapped when no reader is open any more, or when the limit needs room.
  *
  * A read (om_reader_view) decides nothing itself: under the lock it counts
  * the read, asks om_read_plan_make (read_plan.c, pure) what to fetch from
@@ -30,6 +35,8 @@
 #include "objmount/util.h"
 
 #define MAX_SEGMENTS_PER_READER 256
+#define SPARE_MAX (64ULL << 20)
+#define HUGE_PAGE (2u << 20)
 #define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
 #define LOOKUP_WINDOW 32
 /* Background fill of randomly read objects into the data cache: every
@@ -68,7 +75,11 @@ struct om_readers {
     uint64_t reserve; /* kept free for reads that need data now */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t used;
+    uint64_t used; /* mapped: segments and spares */
+    /* Unused buffers kept mapped for reuse; each one's first bytes hold its
+     * list node. */
+    struct spare *spares;
+    uint64_t spare_bytes;
     struct om_read_seg *lru_head, *lru_tail; /* oldest first */
     /* Holders of whole small objects that a lookup fetched (newest first):
      * the next open of the same key and ETag adopts the segment. Their
@@ -143,13 +154,66 @@ static void lru_push(struct om_readers *rs, struct om_read_seg *s)
     s->in_lru = true;
 }
 
+struct spare {
+    struct spare *next;
+    size_t maplen;
+};
+
+static void spare_unmap(struct om_readers *rs, struct spare *sp)
+{
+    rs->spare_bytes -= sp->maplen;
+    rs->used -= sp->maplen;
+    munmap(sp, sp->maplen);
+}
+
+/* Unmap every spare buffer. Caller holds lock. */
+static void spares_drop(struct om_readers *rs)
+{
+    while (rs->spares) {
+        struct spare *sp = rs->spares;
+        rs->spares = sp->next;
+        spare_unmap(rs, sp);
+    }
+}
+
+/* A buffer nobody uses any more: kept as a spare when there is room among
+ * them, else unmapped. Caller holds lock. */
+static void buf_release(struct om_readers *rs, char *buf, size_t maplen)
+{
+    if (rs->spare_bytes + maplen <= OM_MIN(SPARE_MAX, rs->cfg.memory_limit / 4) &&
+        rs->st.open_readers > 0) {
+        struct spare *sp = (struct spare *)(void *)buf;
+        sp->maplen = maplen;
+        sp->next = rs->spares;
+        rs->spares = sp;
+        rs->spare_bytes += maplen;
+    } else {
+        munmap(buf, maplen);
+        rs->used -= maplen;
+    }
+    pthread_cond_broadcast(&rs->cond);
+}
+
+/* A spare buffer of exactly maplen bytes, taken off the list, or NULL.
+ * Caller holds lock. */
+static char *spare_take(struct om_readers *rs, size_t maplen)
+{
+    for (struct spare **pp = &rs->spares; *pp; pp = &(*pp)->next) {
+        struct spare *sp = *pp;
+        if (sp->maplen == maplen) {
+            *pp = sp->next;
+            rs->spare_bytes -= maplen;
+            return (char *)sp;
+        }
+    }
+    return NULL;
+}
+
 static void seg_release_memory(struct om_readers *rs, struct om_read_seg *s)
 {
     if (s->buf) {
-        munmap(s->buf, s->maplen);
+        buf_release(rs, s->buf, s->maplen);
         s->buf = NULL;
-        rs->used -= s->maplen;
-        pthread_cond_broadcast(&rs->cond);
     }
 }
 
@@ -192,8 +256,17 @@ static bool stash_drop_oldest(struct om_readers *rs);
 static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
 {
     uint64_t limit = demand ? rs->cfg.memory_limit : rs->cfg.memory_limit - rs->reserve;
+    char *spare = spare_take(rs, maplen);
+    if (spare)
+        return spare; /* already counted in used */
     bool waited = false;
     while (rs->used + maplen > limit) {
+        if (rs->spares) {
+            struct spare *sp = rs->spares;
+            rs->spares = sp->next;
+            spare_unmap(rs, sp);
+            continue;
+        }
         if (!demand && stash_drop_oldest(rs))
             continue;
         if (!demand)
@@ -208,6 +281,8 @@ static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
     void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
+    if (maplen >= HUGE_PAGE)
+        madvise(p, maplen, MADV_HUGEPAGE); /* a fault per 2 MiB, not per 4 KiB; a hint only */
     rs->used += maplen;
     if (rs->used > rs->st.memory_peak)
         rs->st.memory_peak = rs->used;
@@ -368,9 +443,7 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
     if (there) {
         /* the gap was (partly) filled meanwhile: give the memory back; a
          * read that still misses bytes covers them again */
-        munmap(s->buf, maplen);
-        rs->used -= maplen;
-        pthread_cond_broadcast(&rs->cond);
+        buf_release(rs, s->buf, maplen);
         free(s);
         return there;
     }
@@ -760,11 +833,8 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
         h = NULL;
         s = NULL;
     }
-    if (buf) {
-        munmap(buf, maplen);
-        rs->used -= maplen;
-        pthread_cond_broadcast(&rs->cond);
-    }
+    if (buf)
+        buf_release(rs, buf, maplen);
     pthread_mutex_unlock(&rs->lock);
     if (h)
         free(h->key);
@@ -790,6 +860,7 @@ void om_readers_free(struct om_readers *rs)
         rs->stash = h->stash_next;
         holder_free(rs, h);
     }
+    spares_drop(rs);
     pthread_mutex_unlock(&rs->lock);
     pthread_cond_destroy(&rs->cond);
     pthread_mutex_destroy(&rs->lock);
@@ -849,7 +920,8 @@ void om_reader_close(struct om_reader *r)
         pthread_cond_wait(&rs->cond, &rs->lock);
     while (r->segs)
         seg_drop(rs, r->segs);
-    rs->st.open_readers--;
+    if (--rs->st.open_readers == 0)
+        spares_drop(rs); /* freed memory leaves the process when reading stops */
     pthread_mutex_unlock(&rs->lock);
     free(r->key);
     free(r);
