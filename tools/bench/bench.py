@@ -264,6 +264,9 @@ def measure_mount(peer, case, ctx, fp, logdir, timeout, label):
         res["mib_from_fs"] = st["bytes"]["from_clients"] / MiB
         res.update(peer.collect(m, logdir, label))
         res["cpu_s"] = cpu1 - cpu0
+        moved_gib = (res["mib_to_fs"] + res["mib_from_fs"]) / 1024.0
+        if moved_gib >= 0.05:  # CPU per GiB only where data moved (not ls, find)
+            res["cpu_s_per_gib"] = res["cpu_s"] / moved_gib
         res["peak_rss_mib"] = hwm / 1024.0
         return res
     finally:

@@ -34,6 +34,15 @@ TARGETS = [
 ]
 TARGET_LATENCY = 10
 
+# Issue 14's targets: CPU seconds (user+sys) of the filesystem process per
+# GiB moved, objmount against s3fs-fuse in the same run, at every latency
+# measured (CPU per byte hardly depends on latency): (case, at most x s3fs's)
+CPU_TARGETS = [
+    ("seq1", 0.8, "sequential read CPU/GiB <= 0.8x s3fs-fuse's"),
+    ("seq4", 0.8, "4-stream sequential read CPU/GiB <= 0.8x s3fs-fuse's"),
+    ("ckpt", 1.0, "checkpoint write CPU/GiB (verified) <= s3fs-fuse's"),
+]
+
 
 def summarize(runs):
     """Medians per (latency, case, peer) over the runs that succeeded."""
@@ -107,6 +116,16 @@ def targets(result):
         out.append({"target": what, "case": case, "against": other, "need": need,
                     "ratio": got, "latency_ms": lat,
                     "met": None if got is None else got >= need})
+    idx = {(s["latency_ms"], s["case"], s["peer"]): s for s in result["summary"]}
+    for case, most, what in CPU_TARGETS:
+        if case not in meta["cases"]:
+            continue
+        ours = idx.get((lat, case, "objmount"), {}).get("cpu_s_per_gib")
+        theirs = idx.get((lat, case, "s3fs"), {}).get("cpu_s_per_gib")
+        got = ours / theirs if ours and theirs else None
+        out.append({"target": what, "case": case, "against": "s3fs", "need": most,
+                    "ratio": got, "latency_ms": lat, "cpu": True,
+                    "met": None if got is None else got <= most})
     # memory: the largest median peak RSS of objmount over every case and latency
     rows = [s for s in result["summary"] if s["peer"] == "objmount" and "peak_rss_mib" in s]
     budget = [s["budget_mib"] for s in rows if s.get("budget_mib")]
@@ -167,8 +186,9 @@ def targets_markdown(result):
     lat = t[0]["latency_ms"]
     met = sum(1 for x in t if x["met"])
     judged = sum(1 for x in t if x["met"] is not None)
-    L.append("Targets of issue 6 at %d ms (ratio = how many times better objmount is; "
-             "%d of %d met):" % (lat, met, judged))
+    L.append("Targets of issues 6 and 14 at %d ms (ratio = how many times better objmount "
+             "is; for CPU, objmount's CPU per GiB over s3fs-fuse's; %d of %d met):"
+             % (lat, met, judged))
     L.append("")
     L.append("| target | case | needed | measured | verdict |")
     L.append("|---|---|---|---|---|")
@@ -178,6 +198,9 @@ def targets_markdown(result):
             meas = "%.0f MiB peak RSS (%s, %d ms) vs %.0f MiB budget" % (
                 x["rss_mib"], x["case"], x["latency_ms"], x["budget_mib"])
             need = "RSS < budget"
+        elif x.get("cpu"):
+            meas = "—" if x["ratio"] is None else "%.2f× s3fs's CPU/GiB" % x["ratio"]
+            need = "≤ %.1f×" % x["need"]
         elif x["against"] == "curl":
             meas = "—" if x["ratio"] is None else "%.0f%% of the limit" % (100 * x["ratio"])
             need = "≥ %.0f%%" % (100 * x["need"])
@@ -188,7 +211,7 @@ def targets_markdown(result):
             verdict = "not measured"
         elif x["met"]:
             verdict = "**met**"
-        elif x["against"] == "budget":
+        elif x["against"] == "budget" or x.get("cpu"):
             verdict = "**missed**"
         else:
             verdict = "**missed** (%.0f%% of the target)" % (100 * x["ratio"] / x["need"])
@@ -290,7 +313,8 @@ def markdown(result):
             L.append("| " + " | ".join(row) + " |")
     # resources
     L.append("")
-    L.append("CPU seconds (user+sys) and peak RSS (VmHWM) of the filesystem process, per run; "
+    L.append("CPU seconds (user+sys) and peak RSS (VmHWM) of the filesystem process, per run "
+             "(with CPU seconds per GiB the proxy carried, where data moved); "
              "objmount's read-buffer budget (`memory_limit`) and the peak of its read buffers "
              "from `objmountctl stats`:")
     L.append("")
@@ -305,7 +329,8 @@ def markdown(result):
             for p in mount_peers:
                 s = idx.get((lat, cname, p))
                 if s and "cpu_s" in s:
-                    row.append("%.2f s, %.0f MiB" % (s["cpu_s"], s.get("peak_rss_mib", 0)))
+                    per = (" (%.2f s/GiB)" % s["cpu_s_per_gib"]) if "cpu_s_per_gib" in s else ""
+                    row.append("%.2f s%s, %.0f MiB" % (s["cpu_s"], per, s.get("peak_rss_mib", 0)))
                 else:
                     row.append("—")
             if "objmount" in mount_peers:
