@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -406,6 +407,53 @@ static int ensure_upload(struct om_writer *w)
     return rc;
 }
 
+/* MD5 of [off, off + len) of the staging file into out, fed into the
+ * running whole-object digest too when feed. The bytes are hashed where
+ * they lie in the page cache (a read-only mapping), not copied out first;
+ * pread into buf (1 MiB) when the mapping fails. The caller holds no lock
+ * and has set w->working, so the file does not shrink meanwhile
+ * (om_writer_truncate waits for it). */
+static int hash_part(struct om_writer *w, uint64_t off, uint64_t len, bool feed, char *buf,
+                     unsigned char out[OM_MD5_LEN])
+{
+    struct om_digest d;
+    int rc = om_digest_init(&d, OM_DIGEST_MD5);
+    if (rc)
+        return rc;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t skip = off % page;
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (len > 0 && fstat(w->fd, &st) == 0 && (uint64_t)st.st_size >= off + len)
+        map = mmap(NULL, skip + len, PROT_READ, MAP_SHARED | MAP_POPULATE, w->fd,
+                   (off_t)(off - skip));
+    if (map != MAP_FAILED) {
+        const char *bytes = (const char *)map + skip;
+        om_digest_update(&d, bytes, len);
+        if (feed)
+            om_digest_update(&w->md5, bytes, len);
+        munmap(map, skip + len);
+        return om_digest_final(&d, out);
+    }
+    for (uint64_t at = 0; at < len && !rc;) {
+        size_t want = (size_t)OM_MIN((uint64_t)(1 << 20), len - at);
+        ssize_t got = pread(w->fd, buf, want, (off_t)(off + at));
+        if (got <= 0) {
+            rc = got < 0 ? -errno : -EIO;
+            break;
+        }
+        om_digest_update(&d, buf, (size_t)got);
+        if (feed)
+            om_digest_update(&w->md5, buf, (size_t)got);
+        at += (uint64_t)got;
+    }
+    if (rc) {
+        om_digest_free(&d);
+        return rc;
+    }
+    return om_digest_final(&d, out);
+}
+
 /* Hash and send the queued parts of one writer, in order. */
 static void work_on(struct om_writer *w)
 {
@@ -449,24 +497,7 @@ static void work_on(struct om_writer *w)
         bool feed = w->md5_valid && w->md5_upto == off && wi_need_whole_md5(ws);
         pthread_mutex_unlock(&w->lock);
 
-        struct om_digest d;
-        int rc = om_digest_init(&d, OM_DIGEST_MD5);
-        for (uint64_t at = 0; at < len && !rc;) {
-            size_t want = (size_t)OM_MIN((uint64_t)(1 << 20), len - at);
-            ssize_t got = pread(w->fd, buf, want, (off_t)(off + at));
-            if (got <= 0) {
-                rc = got < 0 ? -errno : -EIO;
-                break;
-            }
-            om_digest_update(&d, buf, (size_t)got);
-            if (feed)
-                om_digest_update(&w->md5, buf, (size_t)got);
-            at += (uint64_t)got;
-        }
-        if (rc)
-            om_digest_free(&d);
-        else
-            rc = om_digest_final(&d, p->md5);
+        int rc = hash_part(w, off, len, feed, buf, p->md5);
         if (!rc)
             wi_count_hashed(ws, feed ? 2 * len : len);
 
