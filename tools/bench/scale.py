@@ -43,6 +43,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -208,8 +209,10 @@ def find_case(name, args, srv, nkeys, work, logdir):
             res["cpu_s"] = round(peermod.cpu_seconds(pid), 2)
             res["bytes_per_key"] = round(
                 (res["peak_rss_kib"] - res["rss_after_mount_kib"]) * 1024 / nkeys)
+            res["layout"] = {k: srv.layout[k] for k in ("fanout", "per_dir", "depth", "ext")}
             if name == "objmount":
                 res.update(mt.ctl_stats(logdir))
+                res["breakdown"] = breakdown(args, work, res)
             if not res["count_ok"]:
                 res["error"] = "find counted %d files, the bucket has %d" % (res["count"], nkeys)
     except peermod.MountError as e:
@@ -299,6 +302,74 @@ def ls_case(args, work, logdir, results):
         srv.stop()
 
 
+# -- where objmount's bytes per key go -------------------------------------------------
+def pow2_at_least(n, initial):
+    """Slots of an om_htable (or cap of a listing's array) after n inserts:
+    it doubles from initial while full (src/hash.c, src/listing.c)."""
+    c = initial
+    while c < n:
+        c *= 2
+    return c
+
+
+def meta_sizes(args, work, name_len, key_len, etag_len=32):
+    """Run tools/bench/meta_sizes.c, compiled with the flags the build used
+    for src/meta.c (compile_commands.json): sizeof and glibc chunk sizes."""
+    build = os.path.dirname(os.path.abspath(args.objmount))
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        entry = [e for e in json.load(f) if e["file"].endswith("src/meta.c")][0]
+    words = entry.get("arguments") or shlex.split(entry["command"])
+    flags = [w for w in words if w.startswith(("-I", "-D", "-std="))]
+    flags = ["-I" + os.path.join(entry["directory"], w[2:]) if w.startswith("-I") else w
+             for w in flags]
+    flags.append("-I" + os.path.join(REPO_ROOT, "src"))  # meta_int.h sits beside meta.c
+    exe = os.path.join(work, "meta_sizes")
+    cc = subprocess.run([words[0], "-O0"] + flags + [os.path.join(HERE, "meta_sizes.c"), "-o",
+                                                     exe], capture_output=True, text=True,
+                        timeout=120)
+    if cc.returncode:
+        raise ValueError("does not compile: %s" % cc.stderr.strip()[-400:])
+    out = subprocess.run([exe, str(name_len), str(key_len), str(etag_len)], check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return json.loads(out)
+
+
+def breakdown(args, work, r):
+    """objmount's bytes per listed file after the find, from the record sizes
+    (one inode and one listing entry per file: readdirplus makes both),
+    beside the measured (peak - after mount) / keys."""
+    lay = r["layout"]
+    n, per_dir = r["keys"], lay["per_dir"]
+    name_len = len("f%0*d%s" % (max(6, len(str(per_dir - 1))), 0, lay["ext"]))
+    key_len = lay["depth"] * (max(4, len(str(lay["fanout"] - 1))) + 2) + name_len
+    try:
+        z = meta_sizes(args, work, name_len, key_len)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, KeyError) as e:
+        return {"error": "meta_sizes.c: %s" % e}
+    inodes = r.get("inodes") or n
+    slot = 8  # a bucket is one pointer
+    rows = [
+        ("struct inode (%d B: %d of them etag[], %d cached_etag[], %d content_type[])"
+         % (z["sizeof_inode"], z["inode_etag_field"], z["inode_cached_etag_field"],
+            z["inode_content_type_field"]), z["chunk_inode"]),
+        ("inode name, strdup (%d B)" % (name_len + 1), z["chunk_name"]),
+        ("inode key, parent key + name + 2 (%d B)" % (key_len + 2), z["chunk_key"]),
+        ("listing entry, struct dentry (%d B) + name + ETag text (%d B)"
+         % (z["sizeof_dentry"], z["sizeof_dentry"] + name_len + 1 + 33), z["chunk_dentry"]),
+        ("listing's array of entries (8 B, capacity doubled from 64)",
+         slot * pow2_at_least(per_dir, 64) / per_dir),
+        ("listing's name index (hash slots, from 64)", slot * pow2_at_least(per_dir, 64) / per_dir),
+        ("directory's children (hash slots, from 16)", slot * pow2_at_least(per_dir, 16) / per_dir),
+        ("the mount's inode table (hash slots, from 1024; %d inodes)" % inodes,
+         slot * pow2_at_least(inodes, 1024) / n),
+    ]
+    model = sum(v for _, v in rows)
+    etag_text = 33 + z["inode_etag_field"] + z["inode_cached_etag_field"]
+    return {"sizes": z, "rows": [[k, round(v, 1)] for k, v in rows], "model": round(model, 1),
+            "measured": r["bytes_per_key"], "rest": round(r["bytes_per_key"] - model, 1),
+            "etag_text_bytes": etag_text}
+
+
 # -- hook: manifest start time -----------------------------------------------------------
 def manifest_start(args, work, logdir):
     """The "manifest start time" case, for when objmount has -o manifest=PATH:
@@ -328,23 +399,40 @@ def markdown(results, meta):
                  meta["per_dir"], meta["size"], meta["date"], meta["commit"], meta["cpus"],
                  meta["load_before"], meta["load_after"]), "",
              "| keys | peer | find -type f | files | peak RSS | RSS after mount | bytes/key "
-             "| CPU s | LISTs | HEADs | GETs | load 1 min |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| CPU s | LISTs | HEADs | GETs | server CPU s | load 1 min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["find"]:
         k = r.get("requests") or {}
         lists = sum(v for n, v in k.items() if n.startswith("ListObjects"))
         gets = sum(v for n, v in k.items() if n.startswith("GetObject"))
         if r.get("find_s") is None:
-            lines.append("| {:,} | {} | {} | | | | | | | | | {} |".format(
+            lines.append("| {:,} | {} | {} | | | | | | | | | | {} |".format(
                 r["keys"], r["peer"], r.get("error", "?").split(":")[0],
                 fmt(r.get("load_before"))))
             continue
         lines.append("| {:,} | {} | {:.2f} s | {:,}{} | {:.1f} MiB | {:.1f} MiB | {:,} | {:.2f} "
-                     "| {:,} | {:,} | {:,} | {} |".format(
+                     "| {:,} | {:,} | {:,} | {} | {} |".format(
                          r["keys"], r["peer"], r["find_s"], r["count"],
                          "" if r["count_ok"] else " **wrong**", r["peak_rss_kib"] / 1024,
                          r["rss_after_mount_kib"] / 1024, r["bytes_per_key"], r["cpu_s"],
-                         lists, k.get("HeadObject", 0), gets, r.get("load_before")))
+                         lists, k.get("HeadObject", 0), gets, fmt(r.get("server_cpu_s")),
+                         r.get("load_before")))
+    for r in results["find"]:
+        b = r.get("breakdown")
+        if not b:
+            continue
+        if b.get("error"):
+            lines += ["", "objmount at {:,} keys, bytes/key breakdown: {}".format(
+                r["keys"], b["error"])]
+            continue
+        lines += ["", "objmount at {:,} keys ({:,} inodes): where the bytes per key go "
+                  "(glibc chunks, from tools/bench/meta_sizes.c)".format(
+                      r["keys"], r.get("inodes") or 0), "",
+                  "| record | bytes/key |", "|---|---|"]
+        lines += ["| %s | %.1f |" % (k, v) for k, v in b["rows"]]
+        lines += ["| **sum of the records** | **%.1f** |" % b["model"],
+                  "| measured (peak RSS - RSS after mount) / keys | %d |" % b["measured"],
+                  "| rest (directories, allocator slack, buffers) | %.1f |" % b["rest"]]
     ls = results.get("ls")
     if ls and ls.get("limit"):
         lines += ["", "`ls -l` of one directory of {:,} keys, {:g} ms before every answer, "
