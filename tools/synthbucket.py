@@ -58,7 +58,6 @@ import hashlib
 import json
 import os
 import signal
-import socketserver
 import sys
 import threading
 import time

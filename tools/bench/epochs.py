@@ -410,14 +410,6 @@ def make_peer(name, args, work):
     return p
 
 
-def settings_of(name, peer):
-    if name == "objmount":
-        return "-o " + ",".join(peer.extra)
-    if name == "s3fs":
-        return "-o " + ",".join(peer.options + peer.extra)
-    return " ".join(peer.flags + peer.extra)
-
-
 class PeerRun:
     """One peer's run: its server, proxy, mount and data."""
 
@@ -462,7 +454,7 @@ class PeerRun:
         self.ctx = benchmod.Context(self.work, self.srv, dsets, drop=True)
         self.peer.prepare(self.fp.endpoint, self.work)
         res["version"] = self.peer.version()
-        res["settings"] = settings_of(self.name, self.peer)
+        res["settings"] = peermod.settings_of(self.name, self.peer)
         self.mount()
         log("%s: mounted (pid %d) through %s, %d ms per request"
             % (self.name, self.m.pid, self.fp.endpoint, args.latency))

@@ -484,3 +484,13 @@ class Curl:
 
 
 MOUNT_PEERS = {"objmount": Objmount, "s3fs": S3fs, "rclone": Rclone}
+
+
+def settings_of(name, peer):
+    """The options a mount peer runs with, as one line for a report (its
+    extra options included; epochs.py and scale.py)."""
+    if name == "objmount":
+        return "-o " + ",".join(peer.extra)
+    if name == "s3fs":
+        return "-o " + ",".join(peer.options + peer.extra)
+    return " ".join(peer.flags + peer.extra)

@@ -53,6 +53,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import bench as benchmod  # noqa: E402
 import peers as peermod  # noqa: E402
 from harness.synthserver import SynthServer  # noqa: E402  (path set up by peers)
 
@@ -60,22 +61,7 @@ REPO_ROOT = peermod.REPO_ROOT
 BUCKET = peermod.BUCKET
 PEERS = ["objmount", "s3fs", "rclone"]
 MiB = 1 << 20
-
-
-def log(msg):
-    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
-
-
-def git_commit():
-    try:
-        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--", "src",
-                                "include", "meson.build"], capture_output=True,
-                               text=True).stdout.strip()
-        return out + ("+dirty" if dirty else "")
-    except OSError:
-        return "?"
+log = benchmod.log
 
 
 def status_kib(pid, field):
@@ -106,14 +92,6 @@ def make_peer(name, args):
         p = peermod.Rclone()
         p.extra = args.rclone_flags.split()
     return p
-
-
-def settings_of(name, peer):
-    if name == "objmount":
-        return "-o " + ",".join(peer.extra)
-    if name == "s3fs":
-        return "-o " + ",".join(peer.options + peer.extra)
-    return " ".join(peer.flags + peer.extra)
 
 
 class Mounted:
@@ -187,7 +165,7 @@ def find_case(name, args, srv, nkeys, work, logdir):
         with Mounted(name, args, srv, work, logdir, label) as mt:
             pid = mt.m.pid
             res["version"] = mt.peer.version()
-            res["settings"] = settings_of(name, mt.peer)
+            res["settings"] = peermod.settings_of(name, mt.peer)
             time.sleep(0.5)  # the mount's own start-up requests settle
             res["rss_after_mount_kib"] = status_kib(pid, "VmRSS")
             srv.stats(reset=True)
@@ -512,7 +490,8 @@ def main(argv=None):
     outdir = args.out or os.path.join(REPO_ROOT, "results", "scale-" + stamp)
     logdir = os.path.join(outdir, "logs")
     os.makedirs(logdir, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git_commit(),
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": benchmod.git_commit(),
             "keys": args.keys, "fanout": args.fanout, "per_dir": args.per_dir,
             "size": args.size, "cpus": os.cpu_count(), "load_before": load(),
             "command": " ".join(["/usr/bin/python3"] + sys.argv)}
