@@ -612,13 +612,7 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="s one epoch may take before the mount is killed (default 600)")
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
-    ap.add_argument("--objmount", default=os.path.join(REPO_ROOT, "build", "objmount"))
-    ap.add_argument("--objmountctl", default=os.path.join(REPO_ROOT, "build", "tools",
-                                                          "objmountctl"))
-    ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
-    ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
-    ap.add_argument("--rclone-flags", default="", help="extra flags for rclone mount")
-    ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+    peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     for k, v in sizes.items():

@@ -503,13 +503,7 @@ def parse_args(argv):
     ap.add_argument("--no-ls", action="store_true", help="skip the ls -l case")
     ap.add_argument("--out", default=None,
                     help="results directory (default results/scale-<timestamp>/)")
-    ap.add_argument("--objmount", default=os.path.join(REPO_ROOT, "build", "objmount"))
-    ap.add_argument("--objmountctl", default=os.path.join(REPO_ROOT, "build", "tools",
-                                                          "objmountctl"))
-    ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
-    ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
-    ap.add_argument("--rclone-flags", default="", help="extra flags for rclone mount")
-    ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+    peermod.add_peer_args(ap)
     return ap.parse_args(argv)
 
 
