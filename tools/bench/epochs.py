@@ -410,14 +410,6 @@ def make_peer(name, args, work):
     return p
 
 
-def settings_of(name, peer):
-    if name == "objmount":
-        return "-o " + ",".join(peer.extra)
-    if name == "s3fs":
-        return "-o " + ",".join(peer.options + peer.extra)
-    return " ".join(peer.flags + peer.extra)
-
-
 class PeerRun:
     """One peer's run: its server, proxy, mount and data."""
 
@@ -462,7 +454,7 @@ class PeerRun:
         self.ctx = benchmod.Context(self.work, self.srv, dsets, drop=True)
         self.peer.prepare(self.fp.endpoint, self.work)
         res["version"] = self.peer.version()
-        res["settings"] = settings_of(self.name, self.peer)
+        res["settings"] = peermod.settings_of(self.name, self.peer)
         self.mount()
         log("%s: mounted (pid %d) through %s, %d ms per request"
             % (self.name, self.m.pid, self.fp.endpoint, args.latency))
@@ -620,13 +612,7 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="s one epoch may take before the mount is killed (default 600)")
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
-    ap.add_argument("--objmount", default=os.path.join(REPO_ROOT, "build", "objmount"))
-    ap.add_argument("--objmountctl", default=os.path.join(REPO_ROOT, "build", "tools",
-                                                          "objmountctl"))
-    ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
-    ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
-    ap.add_argument("--rclone-flags", default="", help="extra flags for rclone mount")
-    ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+    peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     for k, v in sizes.items():

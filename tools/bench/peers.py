@@ -484,3 +484,25 @@ class Curl:
 
 
 MOUNT_PEERS = {"objmount": Objmount, "s3fs": S3fs, "rclone": Rclone}
+
+
+def add_peer_args(ap):
+    """The options epochs.py and scale.py share: the objmount binaries, each
+    peer's extra options, --keep-work."""
+    ap.add_argument("--objmount", default=os.path.join(REPO_ROOT, "build", "objmount"))
+    ap.add_argument("--objmountctl", default=os.path.join(REPO_ROOT, "build", "tools",
+                                                          "objmountctl"))
+    ap.add_argument("--objmount-opts", default="", help="extra -o options for objmount")
+    ap.add_argument("--s3fs-opts", default="", help="extra -o options for s3fs")
+    ap.add_argument("--rclone-flags", default="", help="extra flags for rclone mount")
+    ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+
+
+def settings_of(name, peer):
+    """The options a mount peer runs with, as one line for a report (its
+    extra options included; epochs.py and scale.py)."""
+    if name == "objmount":
+        return "-o " + ",".join(peer.extra)
+    if name == "s3fs":
+        return "-o " + ",".join(peer.options + peer.extra)
+    return " ".join(peer.flags + peer.extra)
