@@ -20,27 +20,9 @@
 
 #include "objmount/dcache.h"
 #include "objmount/log.h"
+#include "objmount/part_layout.h"
 #include "objmount/util.h"
 #include "writer_int.h"
-
-/* ---- part layout ---- */
-
-int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
-{
-    uint64_t tier_start = 0, size = part_size;
-    for (int tier = 0; tier < 10; tier++) {
-        uint64_t tier_len = size * PARTS_PER_TIER;
-        if (off < tier_start + tier_len) {
-            uint64_t k = (off - tier_start) / size;
-            *start = tier_start + k * size;
-            *len = size;
-            return tier * PARTS_PER_TIER + (int)k + 1;
-        }
-        tier_start += tier_len;
-        size *= 2;
-    }
-    return -EFBIG;
-}
 
 /* ---- the pool ---- */
 

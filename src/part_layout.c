@@ -1,0 +1,26 @@
+/* The multipart layout (see include/objmount/part_layout.h). */
+#include "objmount/part_layout.h"
+
+#include <errno.h>
+
+#include "objmount/s3.h"
+
+_Static_assert(OM_PARTS_PER_TIER *OM_PART_TIERS == OM_S3_MAX_PARTS,
+               "the tiers hold exactly the parts S3 allows");
+
+int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
+{
+    uint64_t tier_start = 0, size = part_size;
+    for (int tier = 0; tier < OM_PART_TIERS; tier++) {
+        uint64_t tier_len = size * OM_PARTS_PER_TIER;
+        if (off < tier_start + tier_len) {
+            uint64_t k = (off - tier_start) / size;
+            *start = tier_start + k * size;
+            *len = size;
+            return tier * OM_PARTS_PER_TIER + (int)k + 1;
+        }
+        tier_start += tier_len;
+        size *= 2;
+    }
+    return -EFBIG;
+}
