@@ -4,9 +4,9 @@
 #include <errno.h>
 
 #include "objmount/s3.h"
+#include "objmount/util.h"
 
-_Static_assert(OM_PARTS_PER_TIER *OM_PART_TIERS == OM_S3_MAX_PARTS,
-               "the tiers hold exactly the parts S3 allows");
+_Static_assert(OM_PART_MAX == OM_S3_MAX_PARTS, "the tiers hold exactly the parts S3 allows");
 
 int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
 {
@@ -23,4 +23,23 @@ int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
         size *= 2;
     }
     return -EFBIG;
+}
+
+int om_part_count(uint64_t part_size, uint64_t size)
+{
+    uint64_t start, len;
+    return size == 0 ? 0 : om_part_of(part_size, size - 1, &start, &len);
+}
+
+void om_part_span(uint64_t part_size, uint64_t size, int number, uint64_t *off, uint64_t *len)
+{
+    int tier = (number - 1) / OM_PARTS_PER_TIER;
+    uint64_t start = 0, part_len = part_size;
+    for (int t = 0; t < tier; t++) {
+        start += part_len * OM_PARTS_PER_TIER;
+        part_len *= 2;
+    }
+    start += (uint64_t)((number - 1) % OM_PARTS_PER_TIER) * part_len;
+    *off = start;
+    *len = start >= size ? 0 : OM_MIN(part_len, size - start);
 }
