@@ -4,8 +4,9 @@
  * (under h->lock) and wakes the loop. The loop moves it to its run queue,
  * starts an attempt when a connection slot is free, and on completion either
  * finishes the request, schedules a retry (the delayed list, ordered by due
- * time) or follows a redirect. Everything but the submission list, the cancel
- * flags and the statistics is touched by the loop thread only. */
+ * time) or follows a redirect, as om_http_classify (http_policy.c) decides.
+ * Everything but the submission list, the cancel flags and the statistics is
+ * touched by the loop thread only. */
 #include "objmount/http.h"
 
 #include <curl/curl.h>
@@ -228,56 +229,7 @@ void om_http_req_cleanup(struct om_http_req *req)
     req->url = NULL;
 }
 
-/* ---- policy ---- */
-
-bool om_http_retryable(int curl_code, long status, const char *s3_code, bool idempotent,
-                       bool body_sent)
-{
-    switch ((CURLcode)curl_code) {
-    case CURLE_OK:
-        break;
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-        return true; /* nothing reached the server */
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_WEIRD_SERVER_REPLY:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SEND_FAIL_REWIND:
-        return idempotent || !body_sent;
-    default:
-        return false;
-    }
-    if (!idempotent)
-        return false; /* the caller checks what the server holds first */
-    if (status == 500 || status == 502 || status == 503 || status == 504 || status == 429)
-        return true;
-    if (s3_code && (strcmp(s3_code, "SlowDown") == 0 || strcmp(s3_code, "RequestTimeout") == 0 ||
-                    strcmp(s3_code, "InternalError") == 0 ||
-                    strcmp(s3_code, "ServiceUnavailable") == 0))
-        return true;
-    return false;
-}
-
-long om_http_backoff_ms(long base_ms, long cap_ms, int attempt, double rnd)
-{
-    double ceiling = (double)base_ms;
-    for (int i = 1; i < attempt && ceiling < (double)cap_ms; i++)
-        ceiling *= 2;
-    if (ceiling > (double)cap_ms)
-        ceiling = (double)cap_ms;
-    return (long)(rnd * ceiling);
-}
-
-bool om_http_redirect_allowed(const char *from, const char *to)
-{
-    return !(strncasecmp(from, "https:", 6) == 0 && strncasecmp(to, "https:", 6) != 0);
-}
+/* ---- randomness for the backoff ---- */
 
 static double rng_next(struct om_http *h)
 {
@@ -656,16 +608,13 @@ static void schedule_retry(struct om_http_xfer *x, long min_delay_ms)
     *pp = x;
 }
 
-/* Follow a Location. Returns 0 when the request was re-queued. */
+/* Follow a Location (om_http_classify has checked the number of hops).
+ * Returns 0 when the request was re-queued, else a negative errno with
+ * req->errmsg filled. */
 static int follow_redirect(struct om_http_xfer *x, const char *location)
 {
     struct om_http *h = x->h;
     struct om_http_req *req = x->req;
-    if (req->redirects >= h->cfg.max_redirects) {
-        snprintf(req->errmsg, sizeof(req->errmsg), "too many redirects (more than %d)",
-                 h->cfg.max_redirects);
-        return -ELOOP;
-    }
     char *next = NULL;
     int rc = om_url_resolve(req->url, location, &next);
     if (rc) {
@@ -718,114 +667,141 @@ static long retry_after_ms(const struct om_http_req *req)
     return (long)s * 1000;
 }
 
-/* An attempt ended: finish, retry or redirect. */
-static void attempt_done(struct om_http_xfer *x, CURLcode cc)
+/* The facts of an attempt that has ended, for om_http_classify. code
+ * receives the S3 error code of an error response (left "" otherwise). */
+static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, char *code,
+                                         size_t codelen)
 {
     struct om_http *h = x->h;
+    struct om_http_req *req = x->req;
+    struct om_http_outcome o = {
+        .curl_code = cc,
+        .status = req->status,
+        .stalled = x->stalled,
+        .sink_stop = x->sink_stop,
+        .sink_error = x->sink_error,
+        .head = strcmp(req->method, "HEAD") == 0,
+        .received = x->received,
+        .region_hook = req->hooks.region_redirect != NULL,
+        .s3_code = code,
+        .idempotent = req->idempotent,
+        .body_sent = x->body_sent,
+        .attempts = req->attempts,
+        .max_attempts = h->cfg.max_attempts,
+        .redirects = req->redirects,
+        .max_redirects = h->cfg.max_redirects,
+    };
+    pthread_mutex_lock(&h->lock);
+    o.cancelled = x->cancel;
+    pthread_mutex_unlock(&h->lock);
+    const char *cl = om_headers_get(&req->resp_headers, "Content-Length");
+    o.has_length = cl != NULL;
+    o.length_valid = cl && om_parse_uint(cl, OM_UINT_MAX, &o.length) == 0;
+    const char *loc = om_headers_get(&req->resp_headers, "Location");
+    o.has_location = loc && *loc;
+    o.has_region = om_headers_get(&req->resp_headers, "x-amz-bucket-region") != NULL;
+    if (cc == CURLE_OK && !is_2xx(req->status)) {
+        if (req->hooks.error_code && req->resp_body.len)
+            req->hooks.error_code(req->hooks.ud, req->resp_body.data, req->resp_body.len, code,
+                                  codelen);
+        o.retry_after_ms = retry_after_ms(req);
+    }
+    return o;
+}
+
+/* The server named another region: ask the hook. 0 when the request was
+ * re-queued to go again at once. */
+static int region_redirect(struct om_http_xfer *x)
+{
+    struct om_http *h = x->h;
+    struct om_http_req *req = x->req;
+    const char *region = om_headers_get(&req->resp_headers, "x-amz-bucket-region");
+    char *url = req->url;
+    int rc = req->hooks.region_redirect(req->hooks.ud, req, region, &url);
+    req->url = url;
+    if (rc)
+        return rc;
+    req->redirects++;
+    atomic_fetch_add(&h->st.redirects, 1);
+    list_push_front(&h->queued, x);
+    return 0;
+}
+
+/* req->errmsg (and the short-body counter) for a failed attempt. */
+static void describe_failure(struct om_http_xfer *x, CURLcode cc, enum om_http_cause cause,
+                             const char *code)
+{
+    struct om_http *h = x->h;
+    struct om_http_req *req = x->req;
+    char *m = req->errmsg;
+    size_t mlen = sizeof(req->errmsg);
+    switch (cause) {
+    case OM_HTTP_CAUSE_NONE:
+        break;
+    case OM_HTTP_CAUSE_CANCELLED:
+        snprintf(m, mlen, "cancelled");
+        break;
+    case OM_HTTP_CAUSE_SINK:
+        snprintf(m, mlen, "%s", strerror(-x->sink_error));
+        break;
+    case OM_HTTP_CAUSE_STALLED:
+        snprintf(m, mlen, "stalled: no data for %ld ms", h->cfg.stall_timeout_ms);
+        break;
+    case OM_HTTP_CAUSE_TRUNCATED:
+        atomic_fetch_add(&h->st.short_bodies, 1);
+        /* fall through: curl's words */
+    case OM_HTTP_CAUSE_TRANSPORT:
+        snprintf(m, mlen, "%.100s%s%.140s", curl_easy_strerror(cc), x->curl_err[0] ? ": " : "",
+                 x->curl_err);
+        break;
+    case OM_HTTP_CAUSE_SHORT_BODY:
+        atomic_fetch_add(&h->st.short_bodies, 1);
+        snprintf(m, mlen, "short body: %llu of %s bytes", (unsigned long long)x->received,
+                 om_headers_get(&req->resp_headers, "Content-Length"));
+        break;
+    case OM_HTTP_CAUSE_TOO_MANY_REDIRECTS:
+        snprintf(m, mlen, "too many redirects (more than %d)", h->cfg.max_redirects);
+        break;
+    case OM_HTTP_CAUSE_STATUS:
+        snprintf(m, mlen, "HTTP %ld%s%s", req->status, code[0] ? " " : "", code);
+        break;
+    }
+}
+
+/* An attempt ended: om_http_classify decides, this executes. */
+static void attempt_done(struct om_http_xfer *x, CURLcode cc)
+{
     struct om_http_req *req = x->req;
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     detach(x);
     req->status = status;
 
-    bool cancelled;
-    pthread_mutex_lock(&h->lock);
-    cancelled = x->cancel;
-    pthread_mutex_unlock(&h->lock);
-    if (cancelled) {
-        req->error = -ECANCELED;
-        snprintf(req->errmsg, sizeof(req->errmsg), "cancelled");
-        finish(x);
-        return;
+    char code[64] = "";
+    struct om_http_outcome o = outcome_of(x, cc, code, sizeof(code));
+    struct om_http_decision d = om_http_classify(&o);
+    if (d.action == OM_HTTP_REGION_REDIRECT) {
+        if (region_redirect(x) == 0)
+            return;
+        o.region_refused = true;
+        d = om_http_classify(&o);
     }
-    if (x->sink_stop && is_2xx(status)) {
+    if (d.action == OM_HTTP_REDIRECT) {
+        int rc = follow_redirect(x, om_headers_get(&req->resp_headers, "Location"));
+        if (rc == 0)
+            return;
+        req->error = rc;
+    } else if (d.action == OM_HTTP_DONE) {
         req->error = 0;
         req->errmsg[0] = '\0';
         req->body_bytes = x->received;
-        finish(x);
-        return;
-    }
-    if (x->sink_error) {
-        req->error = x->sink_error;
-        snprintf(req->errmsg, sizeof(req->errmsg), "%s", strerror(-x->sink_error));
-        finish(x);
-        return;
-    }
-
-    bool retry = false;
-    long min_delay = 0;
-    char code[64] = "";
-    if (cc == CURLE_ABORTED_BY_CALLBACK && x->stalled) {
-        req->error = -ETIMEDOUT;
-        snprintf(req->errmsg, sizeof(req->errmsg), "stalled: no data for %ld ms",
-                 h->cfg.stall_timeout_ms);
-        retry = om_http_retryable(CURLE_OPERATION_TIMEDOUT, 0, NULL, req->idempotent,
-                                  x->body_sent);
-    } else if (cc != CURLE_OK) {
-        req->error = cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-                     : (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
-                         ? -EHOSTUNREACH
-                         : -EIO;
-        snprintf(req->errmsg, sizeof(req->errmsg), "%.100s%s%.140s", curl_easy_strerror(cc),
-                 x->curl_err[0] ? ": " : "", x->curl_err);
-        if (cc == CURLE_PARTIAL_FILE)
-            atomic_fetch_add(&h->st.short_bodies, 1);
-        retry = om_http_retryable(cc, 0, NULL, req->idempotent, x->body_sent);
-    } else if (is_2xx(status)) {
-        const char *cl = om_headers_get(&req->resp_headers, "Content-Length");
-        bool head = strcmp(req->method, "HEAD") == 0;
-        uint64_t want = 0;
-        bool bad_cl = cl && om_parse_uint(cl, OM_UINT_MAX, &want) != 0;
-        if (!head && cl && (bad_cl || want != x->received)) {
-            atomic_fetch_add(&h->st.short_bodies, 1);
-            req->error = -EIO;
-            snprintf(req->errmsg, sizeof(req->errmsg),
-                     "short body: %llu of %s bytes", (unsigned long long)x->received, cl);
-            retry = req->idempotent;
-        } else {
-            req->error = 0;
-            req->errmsg[0] = '\0';
-            req->body_bytes = x->received;
-            finish(x);
-            return;
-        }
     } else {
-        const char *loc = om_headers_get(&req->resp_headers, "Location");
-        const char *region = om_headers_get(&req->resp_headers, "x-amz-bucket-region");
-        if ((status == 301 || status == 302 || status == 303 || status == 307 ||
-             status == 308) && loc && *loc) {
-            int rc = follow_redirect(x, loc);
-            if (rc == 0)
-                return;
-            req->error = rc;
-            finish(x);
+        req->error = d.error;
+        describe_failure(x, cc, d.cause, code);
+        if (d.action == OM_HTTP_RETRY) {
+            schedule_retry(x, d.min_delay_ms);
             return;
         }
-        if ((status == 301 || status == 400) && region && req->hooks.region_redirect &&
-            req->redirects < h->cfg.max_redirects) {
-            char *url = req->url;
-            int rc = req->hooks.region_redirect(req->hooks.ud, req, region, &url);
-            req->url = url;
-            if (rc == 0) {
-                req->redirects++;
-                atomic_fetch_add(&h->st.redirects, 1);
-                list_push_front(&h->queued, x);
-                return;
-            }
-        }
-        if (req->hooks.error_code && req->resp_body.len)
-            req->hooks.error_code(req->hooks.ud, req->resp_body.data, req->resp_body.len, code,
-                                  sizeof(code));
-        req->error = -EIO;
-        snprintf(req->errmsg, sizeof(req->errmsg), "HTTP %ld%s%s", status, code[0] ? " " : "",
-                 code);
-        retry = om_http_retryable(0, status, code, req->idempotent, x->body_sent);
-        if (retry)
-            min_delay = retry_after_ms(req);
-    }
-    if (retry && req->attempts < h->cfg.max_attempts) {
-        schedule_retry(x, min_delay);
-        return;
     }
     finish(x);
 }

@@ -21,27 +21,9 @@
 
 #include "objmount/dcache.h"
 #include "objmount/log.h"
+#include "objmount/part_layout.h"
 #include "objmount/util.h"
 #include "writer_int.h"
-
-/* ---- part layout ---- */
-
-int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
-{
-    uint64_t tier_start = 0, size = part_size;
-    for (int tier = 0; tier < 10; tier++) {
-        uint64_t tier_len = size * PARTS_PER_TIER;
-        if (off < tier_start + tier_len) {
-            uint64_t k = (off - tier_start) / size;
-            *start = tier_start + k * size;
-            *len = size;
-            return tier * PARTS_PER_TIER + (int)k + 1;
-        }
-        tier_start += tier_len;
-        size *= 2;
-    }
-    return -EFBIG;
-}
 
 /* ---- the pool ---- */
 
@@ -229,13 +211,9 @@ void wi_schedule(struct om_writer *w)
 int wi_layout(struct om_writer *w)
 {
     uint64_t P = w->ws->cfg.part_size;
-    int need = 0;
-    if (w->size > 0) {
-        uint64_t s, l;
-        need = om_part_of(P, w->size - 1, &s, &l);
-        if (need < 0)
-            return need;
-    }
+    int need = om_part_count(P, w->size);
+    if (need < 0)
+        return need;
     if (need > w->cap) {
         int cap = OM_MAX(need, w->cap * 2);
         struct part **v = realloc(w->parts, sizeof(*v) * (size_t)cap);
@@ -252,15 +230,8 @@ int wi_layout(struct om_writer *w)
         p->number = w->nparts + 1;
         w->parts[w->nparts++] = p;
     }
-    uint64_t at = 0;
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        uint64_t s, l;
-        om_part_of(P, at, &s, &l);
-        p->off = at;
-        p->len = at >= w->size ? 0 : OM_MIN(l, w->size - at);
-        at += l;
-    }
+    for (int i = 0; i < w->nparts; i++)
+        om_part_span(P, w->size, w->parts[i]->number, &w->parts[i]->off, &w->parts[i]->len);
     return 0;
 }
 
@@ -891,8 +862,8 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     pthread_mutex_lock(&w->lock);
     if (!rc)
         rc = wi_prepare_write(w);
-    uint64_t end = off + len, s, l;
-    if (!rc && end > w->size && om_part_of(w->ws->cfg.part_size, end - 1, &s, &l) < 0)
+    uint64_t end = off + len;
+    if (!rc && end > w->size && om_part_count(w->ws->cfg.part_size, end) < 0)
         rc = -EFBIG;
     /* pwrite under the lock keeps the part generations honest */
     for (size_t at = 0; !rc && at < len;) {

@@ -14,7 +14,6 @@
 #include "objmount/hash.h"
 #include "objmount/writer.h"
 
-#define PARTS_PER_TIER 1000
 #define PART_RETRIES 3
 #define WORKERS 2
 #define MIN_PART (5ULL << 20)

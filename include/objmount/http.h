@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "objmount/http_policy.h"
 #include "objmount/util.h"
 
 /* A list of header (name, value) pairs; strings owned by the list. */
@@ -190,16 +191,5 @@ struct om_http_op_stats {
 int om_http_get_op_stats(struct om_http *h, struct om_http_op_stats *out, int max);
 /* Upper bound of the q-quantile (0..1) from a histogram, in microseconds. */
 uint64_t om_http_latency_quantile_us(const struct om_http_op_stats *s, double q);
-
-/* Retry policy, exposed for tests: is this outcome worth another attempt?
- * curl_code is a CURLcode (0 = transfer completed), status the HTTP status,
- * s3_code the error code from the body or "". */
-bool om_http_retryable(int curl_code, long status, const char *s3_code, bool idempotent,
-                       bool body_sent);
-/* A redirect from an https URL may only go to https. */
-bool om_http_redirect_allowed(const char *from, const char *to);
-/* Backoff before attempt number `attempt` (1 = first retry), with rnd in
- * [0,1): rnd * min(cap, base * 2^(attempt-1)). */
-long om_http_backoff_ms(long base_ms, long cap_ms, int attempt, double rnd);
 
 #endif

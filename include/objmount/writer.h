@@ -201,7 +201,4 @@ void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out);
 enum om_etag_form om_writers_etag_form(struct om_writers *ws);
 const char *om_etag_form_name(enum om_etag_form f);
 
-/* The part holding offset off, its start and length (exposed for tests). */
-int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len);
-
 #endif
