@@ -1,6 +1,6 @@
 /* Commits: single PUT or multipart, verification of what the server
- * stored, whole-upload retries; uploads of recovered files; metadata
- * stored by self-copy. */
+ * stored (which teaches parts.c the server's ETag form), whole-upload
+ * retries; metadata stored by self-copy. */
 #include "objmount/writer.h"
 
 #include <dirent.h>
@@ -21,37 +21,6 @@
 #include "objmount/util.h"
 #include "writer_int.h"
 
-void wi_abort_upload(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    /* let parts under way finish first: they write into the upload */
-    w->aborting = true;
-    for (int i = 0; i < w->nparts; i++) {
-        if (w->parts[i]->state == P_QUEUED)
-            w->parts[i]->state = P_IDLE;
-    }
-    while (w->working || w->inflight > 0)
-        pthread_cond_wait(&w->cond, &w->lock);
-    char *id = w->upload_id;
-    w->upload_id = NULL;
-    w->upload_seq++;
-    for (int i = 0; i < w->nparts; i++) {
-        w->parts[i]->state = P_IDLE;
-        w->parts[i]->failures = 0;
-    }
-    w->aborting = false;
-    pthread_mutex_unlock(&w->lock);
-    if (!id)
-        return;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_abort(w->ws->s3, w->key, id, &err);
-    if (rc && rc != -ENOENT)
-        om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
-                "uploads abort)",
-                id, w->key, strerror(-rc));
-    free(id);
-}
-
 static bool plain_md5(const char *etag)
 {
     if (strlen(etag) != 32)
@@ -66,67 +35,6 @@ static bool multipart_shaped(const char *etag)
 {
     const char *dash = strchr(etag, '-');
     return dash && dash - etag == 32 && dash[1];
-}
-
-const char *om_etag_form_name(enum om_etag_form f)
-{
-    switch (f) {
-    case OM_ETAG_FORM_PARTS:
-        return "md5-of-parts";
-    case OM_ETAG_FORM_WHOLE:
-        return "whole-md5";
-    case OM_ETAG_FORM_OPAQUE:
-        return "opaque";
-    case OM_ETAG_FORM_UNKNOWN:
-        break;
-    }
-    return "unknown";
-}
-
-enum om_etag_form om_writers_etag_form(struct om_writers *ws)
-{
-    pthread_mutex_lock(&ws->lock);
-    enum om_etag_form f = ws->etag_form;
-    pthread_mutex_unlock(&ws->lock);
-    return f;
-}
-
-bool wi_need_whole_md5(struct om_writers *ws)
-{
-    enum om_etag_form f = om_writers_etag_form(ws);
-    return ws->cfg.verify_read || f == OM_ETAG_FORM_WHOLE;
-}
-
-void wi_count_hashed(struct om_writers *ws, uint64_t n)
-{
-    pthread_mutex_lock(&ws->lock);
-    ws->st.hashed_bytes += n;
-    pthread_mutex_unlock(&ws->lock);
-}
-
-/* A multipart upload was verified: its ETag showed the server's form. The
- * first one decides; a later upload verified another way (a server behind
- * a load balancer of mixed versions) is logged and the form becomes the
- * safe one (whole MD5s computed again). */
-static void learn_etag_form(struct om_writers *ws, enum om_etag_form seen)
-{
-    pthread_mutex_lock(&ws->lock);
-    enum om_etag_form was = ws->etag_form;
-    if (was == OM_ETAG_FORM_UNKNOWN)
-        ws->etag_form = seen;
-    else if (was != seen && was != OM_ETAG_FORM_WHOLE)
-        ws->etag_form = OM_ETAG_FORM_WHOLE;
-    enum om_etag_form now = ws->etag_form;
-    pthread_mutex_unlock(&ws->lock);
-    if (was == now)
-        return;
-    if (was == OM_ETAG_FORM_UNKNOWN)
-        om_info("the server's multipart ETags are %s: %s", om_etag_form_name(now),
-                now == OM_ETAG_FORM_WHOLE ? "uploads compute a whole-object MD5 besides the part MD5s"
-                                          : "uploads hash each byte once (part MD5s only)");
-    else
-        om_warn("a multipart ETag of form %s after %s: uploads compute whole-object MD5s again",
-                om_etag_form_name(seen), om_etag_form_name(was));
 }
 
 /* Whole-object MD5 of the staging file: the running digest when it covers
@@ -173,7 +81,7 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         pthread_mutex_lock(&ws->lock);
         ws->st.verified_multipart++;
         pthread_mutex_unlock(&ws->lock);
-        learn_etag_form(ws, OM_ETAG_FORM_PARTS);
+        wi_learn_etag_form(ws, OM_ETAG_FORM_PARTS);
     } else if (plain_md5(o.etag) || multipart_shaped(o.etag)) {
         if (known_md5)
             memcpy(md5, known_md5, OM_MD5_LEN);
@@ -193,14 +101,14 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         ws->st.verified_md5++;
         pthread_mutex_unlock(&ws->lock);
         if (mp_etag)
-            learn_etag_form(ws, OM_ETAG_FORM_WHOLE);
+            wi_learn_etag_form(ws, OM_ETAG_FORM_WHOLE);
     } else {
         how = "size only (the server's ETags are not MD5s)";
         pthread_mutex_lock(&ws->lock);
         ws->st.verified_size_only++;
         pthread_mutex_unlock(&ws->lock);
         if (mp_etag)
-            learn_etag_form(ws, OM_ETAG_FORM_OPAQUE);
+            wi_learn_etag_form(ws, OM_ETAG_FORM_OPAQUE);
     }
     om_debug("%s: verified by %s", w->key, how);
     if (!ws->cfg.verify_read)
@@ -532,50 +440,6 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     return rc;
 }
 
-int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
-                        const struct om_file_meta *meta, char *err, size_t errlen)
-{
-    struct om_writer *w = calloc(1, sizeof(*w));
-    if (!w)
-        return -ENOMEM;
-    w->ws = ws;
-    w->pushing = true;
-    w->refs = 1;
-    w->key = strdup(key);
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
-    w->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;
-    if (!rc)
-        rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
-    if (!rc) {
-        if (meta)
-            w->meta = *meta;
-        w->materialized = true;
-        w->dirty = true;
-        w->changes = 1;
-        w->size = (uint64_t)st.st_size;
-        w->md5_valid = true;
-        clock_gettime(CLOCK_REALTIME, &w->mtime);
-        pthread_mutex_lock(&w->lock);
-        rc = wi_layout(w);
-        pthread_mutex_unlock(&w->lock);
-    }
-    if (!rc)
-        rc = om_writer_commit(w, NULL);
-    if (rc)
-        snprintf(err, errlen, "%s", w->last_error[0] ? w->last_error : strerror(-rc));
-    /* the file is the caller's: writer_destroy must not delete it */
-    free(w->path);
-    w->path = NULL;
-    wi_drain(w);
-    if (w->upload_id)
-        wi_abort_upload(w);
-    wi_writer_destroy(w);
-    return rc;
-}
-
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
                          const struct om_file_meta *m, struct om_s3_object *obj)
 {
@@ -596,38 +460,6 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
     memset(obj, 0, sizeof(*obj));
     om_strlcpy(obj->etag, newetag, sizeof(obj->etag));
     om_file_meta_object(m, size, obj);
-    return 0;
-}
-
-void om_writer_discard(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    w->discarded = true;
-    w->dirty = false;
-    pthread_mutex_unlock(&w->lock);
-    wi_abort_upload(w);
-}
-
-int om_writer_rekey(struct om_writer *w, const char *newkey)
-{
-    char *k = strdup(newkey);
-    if (!k)
-        return -ENOMEM;
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
-    wi_abort_upload(w); /* parts uploaded under the old key are of no use */
-    pthread_mutex_lock(&w->lock);
-    pthread_mutex_lock(&w->ws->lock); /* om_writers_busy_under reads keys */
-    free(w->key);
-    w->key = k;
-    pthread_mutex_unlock(&w->ws->lock);
-    if (w->sidecar)
-        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
-    pthread_mutex_unlock(&w->lock);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* Staging and recovery files: sidecars, leftovers of dead daemons, data
- * kept when a commit finally fails. */
+ * kept when a commit finally fails, the stored object fetched into the
+ * staging file before a first change, and the free-space check. */
 #include "objmount/writer.h"
 
 #include <dirent.h>
@@ -187,4 +188,77 @@ void wi_keep_in_recovery(struct om_writer *w, const char *state)
     else
         om_error("could not upload %s (%s): %" PRIu64 " bytes kept in %s", w->key, w->last_error,
                  w->size, data);
+}
+
+/* Fetch the object into the staging file before a partial rewrite.
+ * Caller holds w->lock with w->committing set. */
+static int materialize(struct om_writer *w)
+{
+    uint64_t size = w->base.size;
+    char etag[OM_ETAG_MAX];
+    om_strlcpy(etag, w->base.etag, sizeof(etag));
+    char *key = w->key;
+    int fd = w->fd;
+    pthread_mutex_unlock(&w->lock);
+    enum { CHUNK = 8 << 20 };
+    char *buf = size ? malloc(CHUNK) : NULL;
+    int rc = size && !buf ? -ENOMEM : 0;
+    for (uint64_t off = 0; off < size && !rc;) {
+        uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
+        struct om_s3_error err;
+        ssize_t got = om_s3_get_range(w->ws->s3, key, off, want, etag[0] ? etag : NULL, buf, NULL,
+                                      &err);
+        if (got != (ssize_t)want) {
+            rc = got < 0 ? (int)got : -EIO;
+            om_warn("fetching %s to rewrite it: %s", key, strerror(-rc));
+            break;
+        }
+        for (uint64_t at = 0; at < want;) {
+            ssize_t n = pwrite(fd, buf + at, (size_t)(want - at), (off_t)(off + at));
+            if (n < 0) {
+                rc = -errno;
+                break;
+            }
+            at += (uint64_t)n;
+        }
+        off += want;
+    }
+    free(buf);
+    pthread_mutex_lock(&w->lock);
+    if (!rc) {
+        w->materialized = true;
+        w->size = size;
+        rc = wi_layout(w);
+    }
+    return rc;
+}
+
+int wi_check_space(struct om_writers *ws, uint64_t need)
+{
+    if (!ws->cfg.min_free_space)
+        return 0;
+    struct statvfs sv;
+    if (statvfs(ws->staging_dir, &sv) != 0)
+        return 0;
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (avail < ws->cfg.min_free_space + need) {
+        om_error("staging directory %s is below its free-space floor (%" PRIu64 " MiB left)",
+                 ws->staging_dir, avail >> 20);
+        return -ENOSPC;
+    }
+    return 0;
+}
+
+/* Wait until no commit runs, then make the staging file hold the data. */
+int wi_prepare_write(struct om_writer *w)
+{
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    if (w->materialized)
+        return 0;
+    w->committing = true;
+    int rc = materialize(w);
+    w->committing = false;
+    pthread_cond_broadcast(&w->cond);
+    return rc;
 }

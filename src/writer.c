@@ -1,4 +1,7 @@
-/* The write path: writers, parts and their background uploads, data.
+/* The write path's writers: the table of files open for writing, open,
+ * write, read, truncate, release, metadata, and pushing a recovery file.
+ * Parts and their uploads are in parts.c, commits in commit.c, staging and
+ * recovery files in staging.c.
  *
  * Network requests run without w->lock, except that commit keeps
  * w->committing set so writes wait. */
@@ -26,8 +29,6 @@
 #include "writer_int.h"
 
 /* ---- the pool ---- */
-
-static void *worker_main(void *arg);
 
 struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_config *cfg,
                                   char *err, size_t errlen)
@@ -64,13 +65,10 @@ struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_conf
     pthread_mutex_init(&ws->lock, NULL);
     pthread_cond_init(&ws->work, NULL);
     wi_recover_leftovers(ws);
-    for (int i = 0; i < WORKERS; i++) {
-        if (pthread_create(&ws->workers[i], NULL, worker_main, ws) != 0) {
-            snprintf(err, errlen, "cannot start upload workers");
-            om_writers_free(ws);
-            return NULL;
-        }
-        ws->nworkers++;
+    if (wi_workers_start(ws) != 0) {
+        snprintf(err, errlen, "cannot start upload workers");
+        om_writers_free(ws);
+        return NULL;
     }
     return ws;
 fail:
@@ -163,12 +161,7 @@ void om_writers_free(struct om_writers *ws)
         settle(v[i]);
     }
     free(v);
-    pthread_mutex_lock(&ws->lock);
-    ws->stopping = true;
-    pthread_cond_broadcast(&ws->work);
-    pthread_mutex_unlock(&ws->lock);
-    for (int i = 0; i < ws->nworkers; i++)
-        pthread_join(ws->workers[i], NULL);
+    wi_workers_stop(ws);
     pthread_cond_destroy(&ws->work);
     pthread_mutex_destroy(&ws->lock);
     om_htable_destroy(&ws->table);
@@ -181,358 +174,7 @@ void om_writers_free(struct om_writers *ws)
     free(ws);
 }
 
-/* Queue w for the workers. Caller holds w->lock. */
-void wi_schedule(struct om_writer *w)
-{
-    struct om_writers *ws = w->ws;
-    if (w->in_queue || w->dying)
-        return;
-    pthread_mutex_lock(&ws->lock);
-    if (ws->qlen == ws->qcap) {
-        int cap = ws->qcap ? ws->qcap * 2 : 16;
-        struct om_writer **q = realloc(ws->queue, sizeof(*q) * (size_t)cap);
-        if (!q) {
-            pthread_mutex_unlock(&ws->lock);
-            return; /* commit will upload what is left */
-        }
-        ws->queue = q;
-        ws->qcap = cap;
-    }
-    ws->queue[ws->qlen++] = w; /* no reference: release drains the queue first */
-    w->in_queue = true;
-    pthread_cond_signal(&ws->work);
-    pthread_mutex_unlock(&ws->lock);
-}
-
 /* ---- parts ---- */
-
-/* Make sure parts cover [0, size) and lengths are right. Parts beyond the
- * end keep existing with length 0. Caller holds lock. */
-int wi_layout(struct om_writer *w)
-{
-    uint64_t P = w->ws->cfg.part_size;
-    int need = om_part_count(P, w->size);
-    if (need < 0)
-        return need;
-    if (need > w->cap) {
-        int cap = OM_MAX(need, w->cap * 2);
-        struct part **v = realloc(w->parts, sizeof(*v) * (size_t)cap);
-        if (!v)
-            return -ENOMEM;
-        w->parts = v;
-        w->cap = cap;
-    }
-    while (w->nparts < need) {
-        struct part *p = calloc(1, sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        p->w = w;
-        p->number = w->nparts + 1;
-        w->parts[w->nparts++] = p;
-    }
-    for (int i = 0; i < w->nparts; i++)
-        om_part_span(P, w->size, w->parts[i]->number, &w->parts[i]->off, &w->parts[i]->len);
-    return 0;
-}
-
-/* Mark the parts touched by [off, end) as changed. Caller holds lock. */
-static void touch(struct om_writer *w, uint64_t off, uint64_t end)
-{
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        if (p->len == 0 || p->off + p->len <= off || p->off >= end)
-            continue;
-        p->gen++;
-        if (p->state == P_DONE)
-            p->state = P_IDLE;
-    }
-    if (off < w->md5_upto)
-        w->md5_valid = false;
-}
-
-/* Parts the writer has moved past go to the workers. Caller holds lock. */
-static void queue_passed(struct om_writer *w, uint64_t off)
-{
-    bool any = false;
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        if (p->off + p->len > off)
-            break;
-        if (p->state == P_IDLE && p->len > 0) {
-            p->state = P_QUEUED;
-            any = true;
-        }
-    }
-    if (any)
-        wi_schedule(w);
-}
-
-static void part_done(struct om_s3_part_put *put)
-{
-    struct part *p = put->ud;
-    struct om_writer *w = p->w;
-    struct om_writers *ws = w->ws;
-    pthread_mutex_lock(&w->lock);
-    w->inflight--;
-    bool changed = p->gen != p->up_gen;
-    if (put->error == -ECANCELED || w->dying) {
-        p->state = P_IDLE; /* abandoned on purpose: not a failure, nothing to redo */
-        pthread_cond_broadcast(&w->cond);
-        pthread_mutex_unlock(&w->lock);
-        return;
-    }
-    if (put->error == 0) {
-        memcpy(p->etag, put->etag, OM_ETAG_MAX);
-        p->state = changed ? P_IDLE : P_DONE;
-        p->failures = 0;
-        pthread_mutex_lock(&ws->lock);
-        ws->st.part_uploads++;
-        ws->st.bytes_uploaded += p->len;
-        pthread_mutex_unlock(&ws->lock);
-    } else if (changed) {
-        p->state = P_IDLE; /* written again while going out: not a failure */
-    } else {
-        p->failures++;
-        snprintf(w->last_error, sizeof(w->last_error), "part %d: %s%s%.180s", p->number,
-                 strerror(-put->error), put->err.message[0] ? ": " : "", put->err.message);
-        om_warn("upload of %s part %d failed (%s), attempt %d", w->key, p->number, w->last_error,
-                p->failures);
-        pthread_mutex_lock(&ws->lock);
-        ws->st.part_retries++;
-        pthread_mutex_unlock(&ws->lock);
-        if (p->failures > PART_RETRIES) {
-            p->state = P_IDLE;
-            w->part_failed = true;
-        } else {
-            p->state = P_QUEUED;
-            wi_schedule(w);
-        }
-    }
-    if (w->inflight < ws->cfg.max_parts_in_flight) {
-        for (int i = 0; i < w->nparts; i++) {
-            if (w->parts[i]->state == P_QUEUED) {
-                wi_schedule(w);
-                break;
-            }
-        }
-    }
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-}
-
-void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h)
-{
-    if (m->has_mode)
-        om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
-    if (m->has_uid)
-        om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
-    if (m->has_gid)
-        om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
-    if (m->has_mtime)
-        om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
-}
-
-void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj)
-{
-    obj->size = size;
-    obj->mtime = time(NULL);
-    obj->has_mode = m->has_mode;
-    obj->mode = (uint32_t)m->mode;
-    obj->has_uid = m->has_uid;
-    obj->uid = m->uid;
-    obj->has_gid = m->has_gid;
-    obj->gid = m->gid;
-    obj->has_mtime = m->has_mtime;
-    obj->meta_mtime = m->mtime;
-}
-
-/* Create the multipart upload. Called by a worker without w->lock. */
-static int ensure_upload(struct om_writer *w)
-{
-    pthread_mutex_lock(&w->lock);
-    bool have = w->upload_id != NULL;
-    struct om_file_meta m = w->meta;
-    uint32_t version = w->meta_version;
-    pthread_mutex_unlock(&w->lock);
-    if (have)
-        return 0;
-    struct om_header_list h = {0};
-    om_file_meta_headers(&m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
-    char *id = NULL;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_create(w->ws->s3, w->key, &opts, &id, &err);
-    om_headers_free(&h);
-    pthread_mutex_lock(&w->lock);
-    if (rc) {
-        snprintf(w->last_error, sizeof(w->last_error), "CreateMultipartUpload: %s %s",
-                 strerror(-rc), err.code);
-    } else {
-        free(w->upload_id);
-        w->upload_id = id;
-        w->upload_seq++;
-        w->upload_meta_version = version;
-        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
-    }
-    pthread_mutex_unlock(&w->lock);
-    return rc;
-}
-
-/* MD5 of [off, off + len) of the staging file into out, fed into the
- * running whole-object digest too when feed. The bytes are hashed where
- * they lie in the page cache (a read-only mapping), not copied out first;
- * pread into buf (1 MiB) when the mapping fails. The caller holds no lock
- * and has set w->working, so the file does not shrink meanwhile
- * (om_writer_truncate waits for it). */
-static int hash_part(struct om_writer *w, uint64_t off, uint64_t len, bool feed, char *buf,
-                     unsigned char out[OM_MD5_LEN])
-{
-    struct om_digest d;
-    int rc = om_digest_init(&d, OM_DIGEST_MD5);
-    if (rc)
-        return rc;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t skip = off % page;
-    struct stat st;
-    void *map = MAP_FAILED;
-    if (len > 0 && fstat(w->fd, &st) == 0 && (uint64_t)st.st_size >= off + len)
-        map = mmap(NULL, skip + len, PROT_READ, MAP_SHARED | MAP_POPULATE, w->fd,
-                   (off_t)(off - skip));
-    if (map != MAP_FAILED) {
-        const char *bytes = (const char *)map + skip;
-        om_digest_update(&d, bytes, len);
-        if (feed)
-            om_digest_update(&w->md5, bytes, len);
-        munmap(map, skip + len);
-        return om_digest_final(&d, out);
-    }
-    for (uint64_t at = 0; at < len && !rc;) {
-        size_t want = (size_t)OM_MIN((uint64_t)(1 << 20), len - at);
-        ssize_t got = pread(w->fd, buf, want, (off_t)(off + at));
-        if (got <= 0) {
-            rc = got < 0 ? -errno : -EIO;
-            break;
-        }
-        om_digest_update(&d, buf, (size_t)got);
-        if (feed)
-            om_digest_update(&w->md5, buf, (size_t)got);
-        at += (uint64_t)got;
-    }
-    if (rc) {
-        om_digest_free(&d);
-        return rc;
-    }
-    return om_digest_final(&d, out);
-}
-
-/* Hash and send the queued parts of one writer, in order. */
-static void work_on(struct om_writer *w)
-{
-    struct om_writers *ws = w->ws;
-    char *buf = malloc(1 << 20);
-    pthread_mutex_lock(&w->lock);
-    w->in_queue = false;
-    if (w->working || w->dying || !buf) {
-        pthread_cond_broadcast(&w->cond); /* wi_drain waits for in_queue */
-        pthread_mutex_unlock(&w->lock);
-        free(buf);
-        return;
-    }
-    w->working = true;
-    for (;;) {
-        if (w->inflight >= ws->cfg.max_parts_in_flight || w->aborting)
-            break;
-        struct part *p = NULL;
-        for (int i = 0; i < w->nparts && !p; i++) {
-            if (w->parts[i]->state == P_QUEUED)
-                p = w->parts[i];
-        }
-        if (!p)
-            break;
-        if (!w->upload_id) {
-            pthread_mutex_unlock(&w->lock);
-            int rc = ensure_upload(w);
-            pthread_mutex_lock(&w->lock);
-            if (rc) {
-                w->part_failed = true;
-                for (int i = 0; i < w->nparts; i++)
-                    if (w->parts[i]->state == P_QUEUED)
-                        w->parts[i]->state = P_IDLE;
-                break;
-            }
-            continue;
-        }
-        p->state = P_HASHING;
-        p->up_gen = p->gen;
-        uint64_t off = p->off, len = p->len;
-        bool feed = w->md5_valid && w->md5_upto == off && wi_need_whole_md5(ws);
-        pthread_mutex_unlock(&w->lock);
-
-        int rc = hash_part(w, off, len, feed, buf, p->md5);
-        if (!rc)
-            wi_count_hashed(ws, feed ? 2 * len : len);
-
-        pthread_mutex_lock(&w->lock);
-        if (feed && w->md5_valid && !rc && p->gen == p->up_gen)
-            w->md5_upto = off + len;
-        else if (feed)
-            w->md5_valid = false;
-        if (w->aborting || !w->upload_id) {
-            p->state = P_IDLE; /* the upload went away while we hashed */
-            break;
-        }
-        if (rc) {
-            p->state = P_IDLE;
-            w->part_failed = true;
-            snprintf(w->last_error, sizeof(w->last_error), "reading staging file: %s",
-                     strerror(-rc));
-            break;
-        }
-        p->put = (struct om_s3_part_put){
-            .key = w->key,
-            .upload_id = w->upload_id,
-            .number = p->number,
-            .body = {.kind = OM_BODY_FD, .fd = w->fd, .off = (off_t)off, .len = len},
-            .done = part_done,
-            .ud = p,
-        };
-        memcpy(p->put.md5, p->md5, OM_MD5_LEN);
-        p->state = P_UPLOADING;
-        p->up_seq = w->upload_seq;
-        w->inflight++;
-        if (om_s3_part_submit(ws->s3, &p->put) != 0) {
-            w->inflight--;
-            p->state = P_IDLE;
-            w->part_failed = true;
-            snprintf(w->last_error, sizeof(w->last_error), "part %d: its upload could not start",
-                     p->number);
-            break;
-        }
-    }
-    w->working = false;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-    free(buf);
-}
-
-static void *worker_main(void *arg)
-{
-    struct om_writers *ws = arg;
-    pthread_mutex_lock(&ws->lock);
-    for (;;) {
-        while (!ws->stopping && ws->qlen == 0)
-            pthread_cond_wait(&ws->work, &ws->lock);
-        if (ws->stopping)
-            break;
-        struct om_writer *w = ws->queue[0];
-        memmove(ws->queue, ws->queue + 1, sizeof(*ws->queue) * (size_t)--ws->qlen);
-        pthread_mutex_unlock(&ws->lock);
-        work_on(w);
-        pthread_mutex_lock(&ws->lock);
-    }
-    pthread_mutex_unlock(&ws->lock);
-    return NULL;
-}
 
 /* ---- writers ---- */
 
@@ -770,79 +412,6 @@ void wi_drain(struct om_writer *w)
 
 /* ---- data ---- */
 
-/* Fetch the object into the staging file before a partial rewrite.
- * Caller holds w->lock with w->committing set. */
-static int materialize(struct om_writer *w)
-{
-    uint64_t size = w->base.size;
-    char etag[OM_ETAG_MAX];
-    om_strlcpy(etag, w->base.etag, sizeof(etag));
-    char *key = w->key;
-    int fd = w->fd;
-    pthread_mutex_unlock(&w->lock);
-    enum { CHUNK = 8 << 20 };
-    char *buf = size ? malloc(CHUNK) : NULL;
-    int rc = size && !buf ? -ENOMEM : 0;
-    for (uint64_t off = 0; off < size && !rc;) {
-        uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
-        struct om_s3_error err;
-        ssize_t got = om_s3_get_range(w->ws->s3, key, off, want, etag[0] ? etag : NULL, buf, NULL,
-                                      &err);
-        if (got != (ssize_t)want) {
-            rc = got < 0 ? (int)got : -EIO;
-            om_warn("fetching %s to rewrite it: %s", key, strerror(-rc));
-            break;
-        }
-        for (uint64_t at = 0; at < want;) {
-            ssize_t n = pwrite(fd, buf + at, (size_t)(want - at), (off_t)(off + at));
-            if (n < 0) {
-                rc = -errno;
-                break;
-            }
-            at += (uint64_t)n;
-        }
-        off += want;
-    }
-    free(buf);
-    pthread_mutex_lock(&w->lock);
-    if (!rc) {
-        w->materialized = true;
-        w->size = size;
-        rc = wi_layout(w);
-    }
-    return rc;
-}
-
-static int check_space(struct om_writers *ws, uint64_t need)
-{
-    if (!ws->cfg.min_free_space)
-        return 0;
-    struct statvfs sv;
-    if (statvfs(ws->staging_dir, &sv) != 0)
-        return 0;
-    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-    if (avail < ws->cfg.min_free_space + need) {
-        om_error("staging directory %s is below its free-space floor (%" PRIu64 " MiB left)",
-                 ws->staging_dir, avail >> 20);
-        return -ENOSPC;
-    }
-    return 0;
-}
-
-/* Wait until no commit runs, then make the staging file hold the data. */
-int wi_prepare_write(struct om_writer *w)
-{
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    if (w->materialized)
-        return 0;
-    w->committing = true;
-    int rc = materialize(w);
-    w->committing = false;
-    pthread_cond_broadcast(&w->cond);
-    return rc;
-}
-
 /* A write or truncate failed: the staging file no longer holds what the
  * application meant. Caller holds w->lock. */
 static int poison(struct om_writer *w, int err)
@@ -858,7 +427,7 @@ static int poison(struct om_writer *w, int err)
 
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off)
 {
-    int rc = check_space(w->ws, len);
+    int rc = wi_check_space(w->ws, len);
     pthread_mutex_lock(&w->lock);
     if (!rc)
         rc = wi_prepare_write(w);
@@ -879,11 +448,11 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     if (!rc)
         rc = wi_layout(w);
     if (!rc) {
-        touch(w, OM_MIN(off, old), end);
+        wi_touch(w, OM_MIN(off, old), end);
         w->dirty = true;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
-        queue_passed(w, off);
+        wi_queue_passed(w, off);
     } else {
         poison(w, rc);
     }
@@ -949,7 +518,7 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         rc = wi_layout(w);
         /* from the last byte kept: a part cut short by a shrink changed too */
         uint64_t from = OM_MIN(old, size);
-        touch(w, from ? from - 1 : 0, OM_MAX(old, size) + 1);
+        wi_touch(w, from ? from - 1 : 0, OM_MAX(old, size) + 1);
         w->dirty = true;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
@@ -1008,4 +577,80 @@ void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out)
     *out = ws->st;
     out->etag_form = ws->etag_form;
     pthread_mutex_unlock(&ws->lock);
+}
+
+int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
+                        const struct om_file_meta *meta, char *err, size_t errlen)
+{
+    struct om_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->ws = ws;
+    w->pushing = true;
+    w->refs = 1;
+    w->key = strdup(key);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;
+    if (!rc)
+        rc = om_digest_init(&w->md5, OM_DIGEST_MD5);
+    if (!rc) {
+        if (meta)
+            w->meta = *meta;
+        w->materialized = true;
+        w->dirty = true;
+        w->changes = 1;
+        w->size = (uint64_t)st.st_size;
+        w->md5_valid = true;
+        clock_gettime(CLOCK_REALTIME, &w->mtime);
+        pthread_mutex_lock(&w->lock);
+        rc = wi_layout(w);
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (!rc)
+        rc = om_writer_commit(w, NULL);
+    if (rc)
+        snprintf(err, errlen, "%s", w->last_error[0] ? w->last_error : strerror(-rc));
+    /* the file is the caller's: writer_destroy must not delete it */
+    free(w->path);
+    w->path = NULL;
+    wi_drain(w);
+    if (w->upload_id)
+        wi_abort_upload(w);
+    wi_writer_destroy(w);
+    return rc;
+}
+
+void om_writer_discard(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    w->discarded = true;
+    w->dirty = false;
+    pthread_mutex_unlock(&w->lock);
+    wi_abort_upload(w);
+}
+
+int om_writer_rekey(struct om_writer *w, const char *newkey)
+{
+    char *k = strdup(newkey);
+    if (!k)
+        return -ENOMEM;
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    wi_abort_upload(w); /* parts uploaded under the old key are of no use */
+    pthread_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->ws->lock); /* om_writers_busy_under reads keys */
+    free(w->key);
+    w->key = k;
+    pthread_mutex_unlock(&w->ws->lock);
+    if (w->sidecar)
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
 }

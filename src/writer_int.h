@@ -1,6 +1,9 @@
-/* Internals shared by the files of the write path: writer.c (writers,
- * parts, background uploads, data), commit.c (commits, verification,
- * retries) and staging.c (staging and recovery files).
+/* Internals shared by the files of the write path: writer.c (open files:
+ * open, write, truncate, release), parts.c (part layout, the queue, the
+ * workers that hash and upload parts, the server's ETag form), commit.c
+ * (commits, verification, retries) and staging.c (staging and recovery
+ * files). writer.c and commit.c call parts.c and staging.c; commit.c
+ * never calls writer.c.
  *
  * Locks: ws->lock guards the writer table, the work queue, reference counts
  * and statistics; w->lock guards one writer. w->lock may be held when taking
@@ -107,27 +110,41 @@ struct om_writers {
     enum om_etag_form etag_form; /* under lock */
 };
 
-/* writer.c; callers hold w->lock */
+/* parts.c; callers hold w->lock */
 void wi_schedule(struct om_writer *w);
 int wi_layout(struct om_writer *w);
-int wi_prepare_write(struct om_writer *w);
-/* Stop all background work on a writer nobody can reach any more: nothing
- * is queued again, uploads under way are cancelled and waited for. No lock
- * held. */
-void wi_drain(struct om_writer *w);
-/* no lock; the writer is no longer reachable and drained */
-void wi_writer_destroy(struct om_writer *w);
-
+/* Mark the parts touched by [off, end) as changed. */
+void wi_touch(struct om_writer *w, uint64_t off, uint64_t end);
+/* The writer has moved on to off: queue the full parts it passed. */
+void wi_queue_passed(struct om_writer *w, uint64_t off);
+/* parts.c; no lock held */
+int wi_workers_start(struct om_writers *ws);
+void wi_workers_stop(struct om_writers *ws);
+/* Give up the writer's multipart upload, if any (parts done in it no
+ * longer count). */
+void wi_abort_upload(struct om_writer *w);
 /* Must part hashing also feed the running whole-object MD5? Takes
  * ws->lock. */
 bool wi_need_whole_md5(struct om_writers *ws);
 /* n more bytes went through MD5. Takes ws->lock. */
 void wi_count_hashed(struct om_writers *ws, uint64_t n);
+/* A multipart upload was verified by its ETag, of form seen. Takes
+ * ws->lock. */
+void wi_learn_etag_form(struct om_writers *ws, enum om_etag_form seen);
 
-/* commit.c; no lock held */
-void wi_abort_upload(struct om_writer *w);
+/* writer.c; no lock held */
+/* Stop all background work on a writer nobody can reach any more: nothing
+ * is queued again, uploads under way are cancelled and waited for. */
+void wi_drain(struct om_writer *w);
+/* the writer is no longer reachable and drained */
+void wi_writer_destroy(struct om_writer *w);
 
 /* staging.c */
+/* Fetch the object a writer started from into its staging file, once,
+ * before its first change. Caller holds w->lock. */
+int wi_prepare_write(struct om_writer *w);
+/* Is there room for need more bytes in cache_dir above min_free_space? */
+int wi_check_space(struct om_writers *ws, uint64_t need);
 int wi_mkdir_p(const char *path, mode_t mode);
 int wi_write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,
                      const char *state, const char *md5hex, bool durable);

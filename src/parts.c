@@ -1,0 +1,487 @@
+/* Parts of the write path: the layout of a file in parts, the queue of
+ * writers with parts to send, the background workers that hash and upload
+ * them, the multipart upload they go into, and which digests that takes
+ * (the server's ETag form, learned per mount).
+ *
+ * Network requests run without w->lock. */
+#include "objmount/writer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "objmount/log.h"
+#include "objmount/part_layout.h"
+#include "objmount/util.h"
+#include "writer_int.h"
+
+/* Queue w for the workers. Caller holds w->lock. */
+void wi_schedule(struct om_writer *w)
+{
+    struct om_writers *ws = w->ws;
+    if (w->in_queue || w->dying)
+        return;
+    pthread_mutex_lock(&ws->lock);
+    if (ws->qlen == ws->qcap) {
+        int cap = ws->qcap ? ws->qcap * 2 : 16;
+        struct om_writer **q = realloc(ws->queue, sizeof(*q) * (size_t)cap);
+        if (!q) {
+            pthread_mutex_unlock(&ws->lock);
+            return; /* commit will upload what is left */
+        }
+        ws->queue = q;
+        ws->qcap = cap;
+    }
+    ws->queue[ws->qlen++] = w; /* no reference: release drains the queue first */
+    w->in_queue = true;
+    pthread_cond_signal(&ws->work);
+    pthread_mutex_unlock(&ws->lock);
+}
+
+/* Make sure parts cover [0, size) and lengths are right. Parts beyond the
+ * end keep existing with length 0. Caller holds lock. */
+int wi_layout(struct om_writer *w)
+{
+    uint64_t P = w->ws->cfg.part_size;
+    int need = om_part_count(P, w->size);
+    if (need < 0)
+        return need;
+    if (need > w->cap) {
+        int cap = OM_MAX(need, w->cap * 2);
+        struct part **v = realloc(w->parts, sizeof(*v) * (size_t)cap);
+        if (!v)
+            return -ENOMEM;
+        w->parts = v;
+        w->cap = cap;
+    }
+    while (w->nparts < need) {
+        struct part *p = calloc(1, sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        p->w = w;
+        p->number = w->nparts + 1;
+        w->parts[w->nparts++] = p;
+    }
+    for (int i = 0; i < w->nparts; i++)
+        om_part_span(P, w->size, w->parts[i]->number, &w->parts[i]->off, &w->parts[i]->len);
+    return 0;
+}
+
+/* Mark the parts touched by [off, end) as changed. Caller holds lock. */
+void wi_touch(struct om_writer *w, uint64_t off, uint64_t end)
+{
+    for (int i = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        if (p->len == 0 || p->off + p->len <= off || p->off >= end)
+            continue;
+        p->gen++;
+        if (p->state == P_DONE)
+            p->state = P_IDLE;
+    }
+    if (off < w->md5_upto)
+        w->md5_valid = false;
+}
+
+/* Parts the writer has moved past go to the workers. Caller holds lock. */
+void wi_queue_passed(struct om_writer *w, uint64_t off)
+{
+    bool any = false;
+    for (int i = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        if (p->off + p->len > off)
+            break;
+        if (p->state == P_IDLE && p->len > 0) {
+            p->state = P_QUEUED;
+            any = true;
+        }
+    }
+    if (any)
+        wi_schedule(w);
+}
+
+static void part_done(struct om_s3_part_put *put)
+{
+    struct part *p = put->ud;
+    struct om_writer *w = p->w;
+    struct om_writers *ws = w->ws;
+    pthread_mutex_lock(&w->lock);
+    w->inflight--;
+    bool changed = p->gen != p->up_gen;
+    if (put->error == -ECANCELED || w->dying) {
+        p->state = P_IDLE; /* abandoned on purpose: not a failure, nothing to redo */
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    if (put->error == 0) {
+        memcpy(p->etag, put->etag, OM_ETAG_MAX);
+        p->state = changed ? P_IDLE : P_DONE;
+        p->failures = 0;
+        pthread_mutex_lock(&ws->lock);
+        ws->st.part_uploads++;
+        ws->st.bytes_uploaded += p->len;
+        pthread_mutex_unlock(&ws->lock);
+    } else if (changed) {
+        p->state = P_IDLE; /* written again while going out: not a failure */
+    } else {
+        p->failures++;
+        snprintf(w->last_error, sizeof(w->last_error), "part %d: %s%s%.180s", p->number,
+                 strerror(-put->error), put->err.message[0] ? ": " : "", put->err.message);
+        om_warn("upload of %s part %d failed (%s), attempt %d", w->key, p->number, w->last_error,
+                p->failures);
+        pthread_mutex_lock(&ws->lock);
+        ws->st.part_retries++;
+        pthread_mutex_unlock(&ws->lock);
+        if (p->failures > PART_RETRIES) {
+            p->state = P_IDLE;
+            w->part_failed = true;
+        } else {
+            p->state = P_QUEUED;
+            wi_schedule(w);
+        }
+    }
+    if (w->inflight < ws->cfg.max_parts_in_flight) {
+        for (int i = 0; i < w->nparts; i++) {
+            if (w->parts[i]->state == P_QUEUED) {
+                wi_schedule(w);
+                break;
+            }
+        }
+    }
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h)
+{
+    if (m->has_mode)
+        om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
+    if (m->has_uid)
+        om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
+    if (m->has_gid)
+        om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
+    if (m->has_mtime)
+        om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
+}
+
+void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj)
+{
+    obj->size = size;
+    obj->mtime = time(NULL);
+    obj->has_mode = m->has_mode;
+    obj->mode = (uint32_t)m->mode;
+    obj->has_uid = m->has_uid;
+    obj->uid = m->uid;
+    obj->has_gid = m->has_gid;
+    obj->gid = m->gid;
+    obj->has_mtime = m->has_mtime;
+    obj->meta_mtime = m->mtime;
+}
+
+/* Create the multipart upload. Called by a worker without w->lock. */
+static int ensure_upload(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    bool have = w->upload_id != NULL;
+    struct om_file_meta m = w->meta;
+    uint32_t version = w->meta_version;
+    pthread_mutex_unlock(&w->lock);
+    if (have)
+        return 0;
+    struct om_header_list h = {0};
+    om_file_meta_headers(&m, &h);
+    struct om_s3_put_opts opts = {.meta = &h};
+    char *id = NULL;
+    struct om_s3_error err;
+    int rc = om_s3_mpu_create(w->ws->s3, w->key, &opts, &id, &err);
+    om_headers_free(&h);
+    pthread_mutex_lock(&w->lock);
+    if (rc) {
+        snprintf(w->last_error, sizeof(w->last_error), "CreateMultipartUpload: %s %s",
+                 strerror(-rc), err.code);
+    } else {
+        free(w->upload_id);
+        w->upload_id = id;
+        w->upload_seq++;
+        w->upload_meta_version = version;
+        wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+/* MD5 of [off, off + len) of the staging file into out, fed into the
+ * running whole-object digest too when feed. The bytes are hashed where
+ * they lie in the page cache (a read-only mapping), not copied out first;
+ * pread into buf (1 MiB) when the mapping fails. The caller holds no lock
+ * and has set w->working, so the file does not shrink meanwhile
+ * (om_writer_truncate waits for it). */
+static int hash_part(struct om_writer *w, uint64_t off, uint64_t len, bool feed, char *buf,
+                     unsigned char out[OM_MD5_LEN])
+{
+    struct om_digest d;
+    int rc = om_digest_init(&d, OM_DIGEST_MD5);
+    if (rc)
+        return rc;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t skip = off % page;
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (len > 0 && fstat(w->fd, &st) == 0 && (uint64_t)st.st_size >= off + len)
+        map = mmap(NULL, skip + len, PROT_READ, MAP_SHARED | MAP_POPULATE, w->fd,
+                   (off_t)(off - skip));
+    if (map != MAP_FAILED) {
+        const char *bytes = (const char *)map + skip;
+        om_digest_update(&d, bytes, len);
+        if (feed)
+            om_digest_update(&w->md5, bytes, len);
+        munmap(map, skip + len);
+        return om_digest_final(&d, out);
+    }
+    for (uint64_t at = 0; at < len && !rc;) {
+        size_t want = (size_t)OM_MIN((uint64_t)(1 << 20), len - at);
+        ssize_t got = pread(w->fd, buf, want, (off_t)(off + at));
+        if (got <= 0) {
+            rc = got < 0 ? -errno : -EIO;
+            break;
+        }
+        om_digest_update(&d, buf, (size_t)got);
+        if (feed)
+            om_digest_update(&w->md5, buf, (size_t)got);
+        at += (uint64_t)got;
+    }
+    if (rc) {
+        om_digest_free(&d);
+        return rc;
+    }
+    return om_digest_final(&d, out);
+}
+
+/* Hash and send the queued parts of one writer, in order. */
+static void work_on(struct om_writer *w)
+{
+    struct om_writers *ws = w->ws;
+    char *buf = malloc(1 << 20);
+    pthread_mutex_lock(&w->lock);
+    w->in_queue = false;
+    if (w->working || w->dying || !buf) {
+        pthread_cond_broadcast(&w->cond); /* wi_drain waits for in_queue */
+        pthread_mutex_unlock(&w->lock);
+        free(buf);
+        return;
+    }
+    w->working = true;
+    for (;;) {
+        if (w->inflight >= ws->cfg.max_parts_in_flight || w->aborting)
+            break;
+        struct part *p = NULL;
+        for (int i = 0; i < w->nparts && !p; i++) {
+            if (w->parts[i]->state == P_QUEUED)
+                p = w->parts[i];
+        }
+        if (!p)
+            break;
+        if (!w->upload_id) {
+            pthread_mutex_unlock(&w->lock);
+            int rc = ensure_upload(w);
+            pthread_mutex_lock(&w->lock);
+            if (rc) {
+                w->part_failed = true;
+                for (int i = 0; i < w->nparts; i++)
+                    if (w->parts[i]->state == P_QUEUED)
+                        w->parts[i]->state = P_IDLE;
+                break;
+            }
+            continue;
+        }
+        p->state = P_HASHING;
+        p->up_gen = p->gen;
+        uint64_t off = p->off, len = p->len;
+        bool feed = w->md5_valid && w->md5_upto == off && wi_need_whole_md5(ws);
+        pthread_mutex_unlock(&w->lock);
+
+        int rc = hash_part(w, off, len, feed, buf, p->md5);
+        if (!rc)
+            wi_count_hashed(ws, feed ? 2 * len : len);
+
+        pthread_mutex_lock(&w->lock);
+        if (feed && w->md5_valid && !rc && p->gen == p->up_gen)
+            w->md5_upto = off + len;
+        else if (feed)
+            w->md5_valid = false;
+        if (w->aborting || !w->upload_id) {
+            p->state = P_IDLE; /* the upload went away while we hashed */
+            break;
+        }
+        if (rc) {
+            p->state = P_IDLE;
+            w->part_failed = true;
+            snprintf(w->last_error, sizeof(w->last_error), "reading staging file: %s",
+                     strerror(-rc));
+            break;
+        }
+        p->put = (struct om_s3_part_put){
+            .key = w->key,
+            .upload_id = w->upload_id,
+            .number = p->number,
+            .body = {.kind = OM_BODY_FD, .fd = w->fd, .off = (off_t)off, .len = len},
+            .done = part_done,
+            .ud = p,
+        };
+        memcpy(p->put.md5, p->md5, OM_MD5_LEN);
+        p->state = P_UPLOADING;
+        p->up_seq = w->upload_seq;
+        w->inflight++;
+        if (om_s3_part_submit(ws->s3, &p->put) != 0) {
+            w->inflight--;
+            p->state = P_IDLE;
+            w->part_failed = true;
+            snprintf(w->last_error, sizeof(w->last_error), "part %d: its upload could not start",
+                     p->number);
+            break;
+        }
+    }
+    w->working = false;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    free(buf);
+}
+
+static void *worker_main(void *arg)
+{
+    struct om_writers *ws = arg;
+    pthread_mutex_lock(&ws->lock);
+    for (;;) {
+        while (!ws->stopping && ws->qlen == 0)
+            pthread_cond_wait(&ws->work, &ws->lock);
+        if (ws->stopping)
+            break;
+        struct om_writer *w = ws->queue[0];
+        memmove(ws->queue, ws->queue + 1, sizeof(*ws->queue) * (size_t)--ws->qlen);
+        pthread_mutex_unlock(&ws->lock);
+        work_on(w);
+        pthread_mutex_lock(&ws->lock);
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return NULL;
+}
+
+void wi_abort_upload(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    /* let parts under way finish first: they write into the upload */
+    w->aborting = true;
+    for (int i = 0; i < w->nparts; i++) {
+        if (w->parts[i]->state == P_QUEUED)
+            w->parts[i]->state = P_IDLE;
+    }
+    while (w->working || w->inflight > 0)
+        pthread_cond_wait(&w->cond, &w->lock);
+    char *id = w->upload_id;
+    w->upload_id = NULL;
+    w->upload_seq++;
+    for (int i = 0; i < w->nparts; i++) {
+        w->parts[i]->state = P_IDLE;
+        w->parts[i]->failures = 0;
+    }
+    w->aborting = false;
+    pthread_mutex_unlock(&w->lock);
+    if (!id)
+        return;
+    struct om_s3_error err;
+    int rc = om_s3_mpu_abort(w->ws->s3, w->key, id, &err);
+    if (rc && rc != -ENOENT)
+        om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
+                "uploads abort)",
+                id, w->key, strerror(-rc));
+    free(id);
+}
+
+const char *om_etag_form_name(enum om_etag_form f)
+{
+    switch (f) {
+    case OM_ETAG_FORM_PARTS:
+        return "md5-of-parts";
+    case OM_ETAG_FORM_WHOLE:
+        return "whole-md5";
+    case OM_ETAG_FORM_OPAQUE:
+        return "opaque";
+    case OM_ETAG_FORM_UNKNOWN:
+        break;
+    }
+    return "unknown";
+}
+
+enum om_etag_form om_writers_etag_form(struct om_writers *ws)
+{
+    pthread_mutex_lock(&ws->lock);
+    enum om_etag_form f = ws->etag_form;
+    pthread_mutex_unlock(&ws->lock);
+    return f;
+}
+
+bool wi_need_whole_md5(struct om_writers *ws)
+{
+    enum om_etag_form f = om_writers_etag_form(ws);
+    return ws->cfg.verify_read || f == OM_ETAG_FORM_WHOLE;
+}
+
+void wi_count_hashed(struct om_writers *ws, uint64_t n)
+{
+    pthread_mutex_lock(&ws->lock);
+    ws->st.hashed_bytes += n;
+    pthread_mutex_unlock(&ws->lock);
+}
+
+/* A multipart upload was verified: its ETag showed the server's form. The
+ * first one decides; a later upload verified another way (a server behind
+ * a load balancer of mixed versions) is logged and the form becomes the
+ * safe one (whole MD5s computed again). */
+void wi_learn_etag_form(struct om_writers *ws, enum om_etag_form seen)
+{
+    pthread_mutex_lock(&ws->lock);
+    enum om_etag_form was = ws->etag_form;
+    if (was == OM_ETAG_FORM_UNKNOWN)
+        ws->etag_form = seen;
+    else if (was != seen && was != OM_ETAG_FORM_WHOLE)
+        ws->etag_form = OM_ETAG_FORM_WHOLE;
+    enum om_etag_form now = ws->etag_form;
+    pthread_mutex_unlock(&ws->lock);
+    if (was == now)
+        return;
+    if (was == OM_ETAG_FORM_UNKNOWN)
+        om_info("the server's multipart ETags are %s: %s", om_etag_form_name(now),
+                now == OM_ETAG_FORM_WHOLE
+                    ? "uploads compute a whole-object MD5 besides the part MD5s"
+                    : "uploads hash each byte once (part MD5s only)");
+    else
+        om_warn("a multipart ETag of form %s after %s: uploads compute whole-object MD5s again",
+                om_etag_form_name(seen), om_etag_form_name(was));
+}
+
+int wi_workers_start(struct om_writers *ws)
+{
+    for (int i = 0; i < WORKERS; i++) {
+        if (pthread_create(&ws->workers[i], NULL, worker_main, ws) != 0)
+            return -EAGAIN;
+        ws->nworkers++;
+    }
+    return 0;
+}
+
+void wi_workers_stop(struct om_writers *ws)
+{
+    pthread_mutex_lock(&ws->lock);
+    ws->stopping = true;
+    pthread_cond_broadcast(&ws->work);
+    pthread_mutex_unlock(&ws->lock);
+    for (int i = 0; i < ws->nworkers; i++)
+        pthread_join(ws->workers[i], NULL);
+    ws->nworkers = 0;
+}
