@@ -11,6 +11,8 @@
  * same size takes over: a streaming reader then faults no pages in and
  * unmaps none (a quarter of the read path's CPU before). The spares are
  * unmapped when no reader is open any more, or when the limit needs room.
+ * (Huge pages were tried for new buffers: compaction made a 4-stream read
+ * 3.5 times as costly.)
  *
  * A read (om_reader_view) decides nothing itself: under the lock it counts
  * the read, asks om_read_plan_make (read_plan.c, pure) what to fetch from
@@ -36,7 +38,6 @@
 
 #define MAX_SEGMENTS_PER_READER 256
 #define SPARE_MAX (64ULL << 20)
-#define HUGE_PAGE (2u << 20)
 #define MAX_STASHED 256 /* whole small objects fetched by lookups, waiting for their open */
 #define LOOKUP_WINDOW 32
 /* Background fill of randomly read objects into the data cache: every
@@ -281,8 +282,6 @@ static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
     void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    if (maplen >= HUGE_PAGE)
-        madvise(p, maplen, MADV_HUGEPAGE); /* a fault per 2 MiB, not per 4 KiB; a hint only */
     rs->used += maplen;
     if (rs->used > rs->st.memory_peak)
         rs->st.memory_peak = rs->used;
