@@ -61,9 +61,13 @@ int main(int argc, char **argv)
     size_t total = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
     size_t per = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000;
     size_t dirs = (total + per - 1) / per;
-    struct om_meta_config cfg = {.prefix = "train/", .attr_ttl_ms = 86400000,
-                                 .entry_ttl_ms = 86400000, .file_mode = 0644,
-                                 .dir_mode = 0755, .metadata = OM_META_LISTING, .ro = true};
+    struct om_meta_config cfg = {.prefix = "train/",
+                                 .attr_ttl_ms = 86400000,
+                                 .entry_ttl_ms = 86400000,
+                                 .file_mode = 0644,
+                                 .dir_mode = 0755,
+                                 .metadata = OM_META_LISTING,
+                                 .ro = true};
     malloc_trim(0);
     struct mallinfo2 before = mallinfo2();
     long rss0 = rss_kib("VmRSS:");
@@ -106,8 +110,8 @@ int main(int argc, char **argv)
     long rss1 = rss_kib("VmRSS:");
     size_t heap = after.uordblks + after.hblkhd - before.uordblks - before.hblkhd;
     printf("keys %zu (%zu dirs, %zu entries read)\n", (size_t)k, dirs, seen);
-    printf("sizeof struct inode %zu, struct dentry %zu, struct listing %zu\n",
-           sizeof(struct inode), sizeof(struct dentry), sizeof(struct listing));
+    printf("sizeof struct inode %zu, struct dentry %zu, struct listing %zu\n", sizeof(struct inode),
+           sizeof(struct dentry), sizeof(struct listing));
     printf("heap in use %zu bytes: %.1f bytes/key\n", heap, (double)heap / (double)k);
     printf("RSS grew %ld KiB: %.1f bytes/key\n", rss1 - rss0,
            (double)(rss1 - rss0) * 1024.0 / (double)k);
