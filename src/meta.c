@@ -20,26 +20,12 @@
 
 struct inode *mi_inode_get(struct om_meta *m, uint64_t ino)
 {
-    uint64_t h = om_hash_u64(ino);
-    for (struct om_hnode *n = om_htable_first(&m->inodes, h); n; n = om_htable_next(n, h)) {
-        struct inode *i = om_container_of(n, struct inode, by_ino);
-        if (i->ino == ino)
-            return i;
-    }
-    return NULL;
+    return mi_table_ino(&m->inodes, ino);
 }
 
 struct inode *mi_child_get(struct inode *dir, const char *name)
 {
-    if (!dir->is_dir || !dir->d->children.buckets)
-        return NULL;
-    uint64_t h = mi_name_hash(name);
-    for (struct om_hnode *n = om_htable_first(&dir->d->children, h); n; n = om_htable_next(n, h)) {
-        struct inode *i = om_container_of(n, struct inode, by_name);
-        if (strcmp(mi_name(i), name) == 0)
-            return i;
-    }
-    return NULL;
+    return dir->is_dir ? mi_table_name(&dir->d->children, name) : NULL;
 }
 
 struct inode_extra *mi_extra(struct inode *i)
@@ -66,19 +52,22 @@ char *mi_inode_key(const struct inode *i)
 static void unlink_node(struct inode *i)
 {
     if (i->linked) {
-        om_htable_remove(&i->parent->d->children, &i->by_name);
+        mi_table_del(&i->parent->d->children, i, true);
         i->linked = false;
     }
 }
 
-void mi_link_child(struct inode *i)
+int mi_link_child(struct inode *i)
 {
+    int rc = mi_table_add(&i->parent->d->children, i, true);
+    if (rc)
+        return rc;
     if (!i->is_dir && i->x) {
         free(i->x->key);
         i->x->key = NULL;
     }
-    om_htable_insert(&i->parent->d->children, &i->by_name, mi_name_hash(mi_name(i)));
     i->linked = true;
+    return 0;
 }
 
 void mi_unlink_child(struct inode *i)
@@ -116,7 +105,7 @@ static void inode_release(struct inode *i)
         free(i->etag.text);
     if (i->is_dir) {
         mi_listing_put(i->d->listing);
-        om_htable_destroy(&i->d->children);
+        mi_table_destroy(&i->d->children);
         extra_free(&i->d->x);
         free(i->d->key);
         free(i->d);
@@ -145,7 +134,7 @@ void mi_inode_unref(struct om_meta *m, struct inode *i)
 void mi_inode_free(struct om_meta *m, struct inode *i)
 {
     unlink_node(i);
-    om_htable_remove(&m->inodes, &i->by_ino);
+    mi_table_del(&m->inodes, i, false);
     m->st.inodes--;
     inode_release(i);
 }
@@ -164,7 +153,7 @@ static struct inode *inode_alloc(const char *name, bool is_dir, const char *key)
     if (!is_dir)
         return i;
     i->d = calloc(1, sizeof(*i->d));
-    if (!i->d || !(i->d->key = strdup(key)) || om_htable_init(&i->d->children, 16)) {
+    if (!i->d || !(i->d->key = strdup(key)) || mi_table_init(&i->d->children, 16)) {
         if (i->d)
             free(i->d->key);
         free(i->d);
@@ -184,11 +173,19 @@ struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *
     free(key);
     if (!i)
         return NULL;
-    i->ino = m->next_ino++;
+    i->ino = m->next_ino;
     i->parent = parent;
+    if (mi_table_add(&m->inodes, i, false)) {
+        inode_release(i);
+        return NULL;
+    }
+    if (mi_link_child(i)) {
+        mi_table_del(&m->inodes, i, false);
+        inode_release(i);
+        return NULL;
+    }
+    m->next_ino++;
     parent->refs++;
-    om_htable_insert(&m->inodes, &i->by_ino, om_hash_u64(i->ino));
-    mi_link_child(i);
     m->st.inodes++;
     return i;
 }
@@ -338,20 +335,20 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     m->prefix = strdup(cfg->prefix ? cfg->prefix : "");
     m->cfg.prefix = m->prefix;
     struct inode *root = m->prefix ? inode_alloc("", true, m->prefix) : NULL;
-    if (!root || om_htable_init(&m->inodes, 1024)) {
+    if (root)
+        root->ino = OM_ROOT_INO;
+    if (!root || mi_table_init(&m->inodes, 1024) || mi_table_add(&m->inodes, root, false)) {
         if (root)
             inode_release(root);
         free(m->prefix);
-        om_htable_destroy(&m->inodes);
+        mi_table_destroy(&m->inodes);
         free(m);
         return NULL;
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->slurp_cond, NULL);
     clock_gettime(CLOCK_REALTIME, &m->mount_time);
-    root->ino = OM_ROOT_INO;
     root->nlookup = 1;
-    om_htable_insert(&m->inodes, &root->by_ino, om_hash_u64(OM_ROOT_INO));
     m->root = root;
     m->next_ino = OM_ROOT_INO + 1;
     m->st.inodes = 1;
@@ -368,19 +365,15 @@ void om_meta_free(struct om_meta *m)
         pthread_cond_wait(&m->slurp_cond, &m->lock);
     while (m->nwalk > 0)
         m->walk[--m->nwalk]->refs--;
-    /* free every inode: children before parents is not needed here */
     pthread_mutex_unlock(&m->lock);
     free(m->walk);
     pthread_cond_destroy(&m->slurp_cond);
-    for (size_t b = 0; b < m->inodes.nbuckets; b++) {
-        struct om_hnode *n = m->inodes.buckets[b];
-        while (n) {
-            struct om_hnode *next = n->next;
-            inode_release(om_container_of(n, struct inode, by_ino));
-            n = next;
-        }
+    /* free every inode: children before parents is not needed here */
+    for (size_t k = 0; k < m->inodes.cap; k++) {
+        if (m->inodes.slots[k])
+            inode_release(m->inodes.slots[k]);
     }
-    om_htable_destroy(&m->inodes);
+    mi_table_destroy(&m->inodes);
     pthread_mutex_destroy(&m->lock);
     free(m->prefix);
     free(m);

@@ -270,11 +270,9 @@ static void rekey(struct inode *i)
     free(i->d->key);
     i->d->key = key;
     mi_dir_changed(i); /* a listing under way has the old prefix */
-    if (!i->d->children.buckets)
-        return;
-    for (size_t b = 0; b < i->d->children.nbuckets; b++) {
-        for (struct om_hnode *n = i->d->children.buckets[b]; n; n = n->next)
-            rekey(om_container_of(n, struct inode, by_name));
+    for (size_t k = 0; k < i->d->children.cap; k++) {
+        if (i->d->children.slots[k])
+            rekey(i->d->children.slots[k]);
     }
 }
 
@@ -336,16 +334,14 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
     if (fl)
         mi_listing_remove(fl, name);
     if (c) {
-        bool linked = c->linked;
-        if (linked)
-            mi_unlink_child(c);
+        mi_unlink_child(c);
         if (rename_inode(c, newname) == 0) {
             if (to != from) {
                 to->refs++;
                 c->parent = to;
                 mi_inode_unref(m, from); /* the reference c held */
             }
-            mi_link_child(c);
+            mi_link_child(c); /* -ENOMEM: as below */
             rekey(c);
         }
         /* else forgotten: a later lookup finds it again */
@@ -358,11 +354,10 @@ bool om_meta_has_pending(struct om_meta *m, uint64_t ino)
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
     bool pending = false;
-    if (i && i->is_dir && i->d->children.buckets) {
-        for (size_t b = 0; b < i->d->children.nbuckets && !pending; b++) {
-            for (struct om_hnode *n = i->d->children.buckets[b]; n && !pending; n = n->next)
-                pending = om_container_of(n, struct inode, by_name)->pending;
-        }
+    if (i && i->is_dir) {
+        const struct mi_table *t = &i->d->children;
+        for (size_t k = 0; k < t->cap && !pending; k++)
+            pending = t->slots[k] && t->slots[k]->pending;
     }
     pthread_mutex_unlock(&m->lock);
     return pending;

@@ -36,6 +36,24 @@ enum mi_etag_kind mi_etag_parse(const char *etag, uint8_t md5[16], uint16_t *par
 void mi_etag_format(enum mi_etag_kind kind, const uint8_t md5[16], uint16_t parts,
                     char out[OM_ETAG_MAX]);
 
+/* Inodes found by number or by name: open addressing, linear probing, at
+ * most 3/4 full (src/meta_table.c). */
+struct mi_table {
+    struct inode **slots;
+    size_t cap; /* a power of two, or 0 */
+    size_t n;
+};
+
+/* Returns 0 or -ENOMEM. */
+int mi_table_init(struct mi_table *t, size_t initial);
+void mi_table_destroy(struct mi_table *t);
+struct inode *mi_table_ino(const struct mi_table *t, uint64_t ino);
+struct inode *mi_table_name(const struct mi_table *t, const char *name);
+/* Add i, keyed by its number or by its name (which must not change while
+ * it is in t). -ENOMEM only when t is full and cannot grow. */
+int mi_table_add(struct mi_table *t, struct inode *i, bool by_name);
+void mi_table_del(struct mi_table *t, struct inode *i, bool by_name);
+
 /* What few inodes need: s3fs metadata, HEAD-only fields, kept text. */
 struct inode_extra {
     uint32_t meta_mode, meta_uid, meta_gid; /* valid when has_mode/has_uid/has_gid */
@@ -52,7 +70,7 @@ struct inode_extra {
 struct inode_dir {
     struct inode_extra x;
     char *key; /* ends with '/'; the root's is the prefix */
-    struct om_htable children;
+    struct mi_table children; /* by name, the linked ones */
     struct listing *listing; /* complete, installed */
     uint64_t slurp_retry_ms; /* no new background listing before this */
     uint32_t slurp_pages;    /* pages of the background listing so far */
@@ -68,8 +86,6 @@ struct inode_dir {
 /* One per name the kernel knows (and per directory on the way). Files own
  * no key: it is their directory's key and their name (mi_inode_key). */
 struct inode {
-    struct om_hnode by_ino;  /* in m->inodes */
-    struct om_hnode by_name; /* in parent->d->children when linked */
     uint64_t ino;
     struct inode *parent;
     uint64_t nlookup;
@@ -88,7 +104,7 @@ struct inode {
     uint32_t mtime_nsec;
     uint16_t etag_parts;
     uint16_t is_dir : 1;
-    uint16_t linked : 1;
+    uint16_t linked : 1; /* in parent->d->children */
     /* Its type changed under the kernel's inode (a file that turned out a
      * symlink): answers ESTALE until forgotten; the name gets a new inode. */
     uint16_t retired : 1;
@@ -147,7 +163,7 @@ struct om_meta {
     struct om_meta_config cfg;
     char *prefix;
     pthread_mutex_t lock;
-    struct om_htable inodes;
+    struct mi_table inodes; /* by number */
     uint64_t next_ino;
     struct inode *root;
     struct timespec mount_time;
@@ -246,6 +262,7 @@ struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
 int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
               bool for_open);
 struct inode *mi_child_get(struct inode *dir, const char *name);
+/* Unlink i from its name; a file keeps the key it had. */
 void mi_unlink_child(struct inode *i);
 void mi_inode_free(struct om_meta *m, struct inode *i);
 void mi_inode_unref(struct om_meta *m, struct inode *i);
@@ -258,9 +275,8 @@ void mi_set_cached_etag(struct inode *i);
 struct timespec mi_mtime(const struct inode *i);
 /* mi_set_file_attrs from a listing entry. */
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
-/* Link i under its parent by its name / unlink it (a file keeps the key it
- * had). */
-void mi_link_child(struct inode *i);
+/* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
+int mi_link_child(struct inode *i);
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
 /* Mode, owner and (when stored) mtime of an object into i; a missing mtime
  * keeps what i had. Without memory for the values (ENOMEM) the defaults
