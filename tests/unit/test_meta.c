@@ -165,6 +165,42 @@ START_TEST(test_listing_names_go_and_come_back)
 }
 END_TEST
 
+START_TEST(test_inode_tables_find_what_stays_after_removals)
+{
+    enum { N = 5000 };
+    struct inode **v = calloc(N, sizeof(*v));
+    struct mi_table by_ino, by_name;
+    ck_assert_int_eq(mi_table_init(&by_ino, 0), 0);
+    ck_assert_int_eq(mi_table_init(&by_name, 0), 0);
+    for (int k = 0; k < N; k++) {
+        v[k] = calloc(1, sizeof(struct inode) + 16);
+        v[k]->ino = (uint64_t)k * 7919;
+        v[k]->name_len = (uint8_t)snprintf(v[k]->name_inline, 16, "x%d", k);
+        ck_assert_int_eq(mi_table_add(&by_ino, v[k], false), 0);
+        ck_assert_int_eq(mi_table_add(&by_name, v[k], true), 0);
+    }
+    /* remove every third: whatever probed past a freed slot is found */
+    for (int k = 0; k < N; k += 3) {
+        mi_table_del(&by_ino, v[k], false);
+        mi_table_del(&by_name, v[k], true);
+    }
+    char name[16];
+    for (int k = 0; k < N; k++) {
+        snprintf(name, sizeof(name), "x%d", k);
+        struct inode *want = k % 3 ? v[k] : NULL;
+        ck_assert_ptr_eq(mi_table_ino(&by_ino, (uint64_t)k * 7919), want);
+        ck_assert_ptr_eq(mi_table_name(&by_name, name), want);
+    }
+    ck_assert_uint_eq(by_ino.n, N - (N + 2) / 3);
+    ck_assert_uint_eq(by_name.n, by_ino.n);
+    mi_table_destroy(&by_ino);
+    mi_table_destroy(&by_name);
+    for (int k = 0; k < N; k++)
+        free(v[k]);
+    free(v);
+}
+END_TEST
+
 static struct om_meta *new_meta(void)
 {
     struct om_meta_config cfg = {.prefix = "p/",
@@ -312,6 +348,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_listing_entries_keep_their_etag_text);
     tcase_add_test(tc, test_listing_finds_every_name_in_order);
     tcase_add_test(tc, test_listing_names_go_and_come_back);
+    tcase_add_test(tc, test_inode_tables_find_what_stays_after_removals);
     tcase_add_test(tc, test_file_keys_follow_their_directory);
     tcase_add_test(tc, test_attributes_show_the_etag_as_text);
     tcase_add_test(tc, test_page_cache_is_kept_while_the_etag_is_the_one_cached);
