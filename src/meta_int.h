@@ -114,7 +114,7 @@ struct inode {
     uint16_t has_mode : 1, has_uid : 1, has_gid : 1; /* values in the extra */
     uint16_t cached_is_etag : 1;                     /* the kernel page cache holds this ETag */
     uint16_t etag_kind : 2;
-    uint8_t name_len;   /* of the inline name (names are at most 255 bytes) */
+    uint8_t name_len;   /* room of the inline name without its NUL (at most 255) */
     char name_inline[]; /* the name as created; see mi_name() */
 };
 
