@@ -121,51 +121,19 @@ struct dentry *mi_listing_find(const struct listing *l, const char *name)
     return k < 0 ? NULL : l->v[k];
 }
 
-/* Add one listed name; a directory replaces an object of the same name. */
-int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
-                   const char *etag)
+/* A new entry in l's arena (not in l->v nor in the index); NULL on ENOMEM. */
+static struct dentry *entry_new(struct listing *l, const char *name, bool is_dir, uint64_t size,
+                                time_t mtime, const char *etag)
 {
-    struct dentry *old = mi_listing_find(l, name);
-    if (old && old->gone && (old->is_dir == is_dir)) {
-        /* the name comes back */
-        old->gone = false;
-        old->size = size;
-        old->mtime = mtime;
-        if (!old->is_dir)
-            mi_dentry_set_etag(old, etag);
-        return 0;
-    }
-    if (old && !old->gone) {
-        if (is_dir && !old->is_dir) {
-            om_info("'%s' is both an object and a directory: the directory hides the object",
-                    name);
-            old->is_dir = true;
-            old->size = 0;
-            old->etag_kind = MI_ETAG_NONE;
-        }
-        return 0;
-    }
-    /* new, or back with the other type: the new entry takes the name's index
-     * slot, the old one stays (gone) at its position */
     size_t nlen = strlen(name);
     uint8_t md5[16];
     uint16_t parts = 0;
     enum mi_etag_kind kind = is_dir ? MI_ETAG_NONE : mi_etag_parse(etag, md5, &parts);
     /* an inode keeps at most OM_ETAG_MAX - 1 bytes of it */
     size_t elen = kind == MI_ETAG_TEXT ? OM_MIN(strlen(etag), (size_t)OM_ETAG_MAX - 1) + 1 : 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        struct dentry **v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
-    if (index_reserve(l))
-        return -ENOMEM;
     struct dentry *d = arena_alloc(l, offsetof(struct dentry, name) + nlen + 1 + elen);
     if (!d)
-        return -ENOMEM;
+        return NULL;
     memset(d, 0, offsetof(struct dentry, name));
     memcpy(d->name, name, nlen + 1);
     d->is_dir = is_dir;
@@ -180,6 +148,66 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         memcpy(d->md5, md5, sizeof(md5));
         d->etag_parts = parts;
     }
+    return d;
+}
+
+struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag)
+{
+    if (mi_dentry_set_etag(d, etag))
+        return d;
+    /* a longer text than d has room for: d moves to a new record (the old
+     * one stays in the arena until the listing goes) */
+    long k = mi_listing_pos(l, d->name);
+    struct dentry *nd =
+        k >= 0 && l->v[k] == d ? entry_new(l, d->name, d->is_dir, d->size, d->mtime, etag) : NULL;
+    if (!nd) {
+        d->etag_kind = MI_ETAG_NONE; /* only a hint: the inode is what stat shows */
+        return d;
+    }
+    nd->gone = d->gone;
+    l->v[k] = nd;
+    return nd;
+}
+
+/* Add one listed name; a directory replaces an object of the same name. */
+int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
+                   const char *etag)
+{
+    struct dentry *old = mi_listing_find(l, name);
+    if (old && old->gone && (old->is_dir == is_dir)) {
+        /* the name comes back */
+        old->gone = false;
+        old->size = size;
+        old->mtime = mtime;
+        if (!old->is_dir)
+            mi_listing_set_etag(l, old, etag);
+        return 0;
+    }
+    if (old && !old->gone) {
+        if (is_dir && !old->is_dir) {
+            om_info("'%s' is both an object and a directory: the directory hides the object",
+                    name);
+            old->is_dir = true;
+            old->size = 0;
+            old->etag_kind = MI_ETAG_NONE;
+        }
+        return 0;
+    }
+    /* new, or back with the other type: the new entry takes the name's index
+     * slot, the old one stays (gone) at its position */
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct dentry **v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    if (index_reserve(l))
+        return -ENOMEM;
+    struct dentry *d = entry_new(l, name, is_dir, size, mtime, etag);
+    if (!d)
+        return -ENOMEM;
     l->index[index_slot(l, name)] = (uint32_t)(l->n + 1);
     l->v[l->n++] = d;
     return 0;

@@ -148,7 +148,7 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
                  * hint, the inode above is what stat shows */
                 d->size = obj->size;
                 d->mtime = obj->mtime;
-                mi_dentry_set_etag(d, obj->etag);
+                mi_listing_set_etag(l, d, obj->etag);
             }
         }
     }

@@ -117,22 +117,23 @@ void mi_dentry_etag(const struct dentry *d, char out[OM_ETAG_MAX])
         mi_etag_format(d->etag_kind, d->md5, d->etag_parts, out);
 }
 
-void mi_dentry_set_etag(struct dentry *d, const char *etag)
+bool mi_dentry_set_etag(struct dentry *d, const char *etag)
 {
     uint8_t md5[16];
     uint16_t parts = 0;
     enum mi_etag_kind kind = mi_etag_parse(etag, md5, &parts);
     if (kind == MI_ETAG_TEXT) {
-        size_t len = strlen(etag);
-        if (len < d->etag_room) {
-            memcpy(d->name + strlen(d->name) + 1, etag, len + 1);
-            d->etag_kind = MI_ETAG_TEXT;
-        } else {
-            d->etag_kind = MI_ETAG_NONE; /* only a hint: the inode is what stat shows */
-        }
-        return;
+        size_t len = OM_MIN(strlen(etag), (size_t)OM_ETAG_MAX - 1);
+        if (len >= d->etag_room)
+            return false;
+        char *text = d->name + strlen(d->name) + 1;
+        memcpy(text, etag, len);
+        text[len] = '\0';
+        d->etag_kind = MI_ETAG_TEXT;
+        return true;
     }
     memcpy(d->md5, md5, sizeof(md5));
     d->etag_parts = parts;
     d->etag_kind = kind;
+    return true;
 }

@@ -210,8 +210,8 @@ void mi_inode_etag(const struct inode *i, char out[OM_ETAG_MAX]);
 void mi_inode_set_etag(struct inode *i, const char *etag);
 /* The listed ETag of d as text into out ("" for directories). */
 void mi_dentry_etag(const struct dentry *d, char out[OM_ETAG_MAX]);
-/* Set d's ETag; a text ETag longer than d's room leaves it unknown. */
-void mi_dentry_set_etag(struct dentry *d, const char *etag);
+/* Set d's ETag; false (d unchanged) for a text longer than d's room. */
+bool mi_dentry_set_etag(struct dentry *d, const char *etag);
 
 #define WALK_PARALLEL 8
 #define WALK_AHEAD 64 /* subdirectories queued past the one being opened */
@@ -239,6 +239,9 @@ static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
 struct listing *mi_listing_new(void);
 void mi_listing_put(struct listing *l);
 struct dentry *mi_listing_find(const struct listing *l, const char *name);
+/* Set the ETag of l's entry d: the entry (d, or a new record in d's place
+ * when the text needs more room; ENOMEM leaves the ETag unknown). */
+struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag);
 /* The entry number of name in l, or -1. */
 long mi_listing_pos(const struct listing *l, const char *name);
 int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,

@@ -111,6 +111,15 @@ START_TEST(test_listing_entries_keep_their_etag_text)
     mi_dentry_set_etag(c, md5);
     mi_dentry_etag(c, out);
     ck_assert_str_eq(out, md5);
+    /* a longer text than the entry has room for: it is kept all the same */
+    ck_assert(!mi_dentry_set_etag(c, "ais-v2-longer"));
+    struct dentry *moved = mi_listing_set_etag(l, c, "ais-v2-longer");
+    ck_assert_ptr_eq(mi_listing_find(l, "c"), moved);
+    ck_assert_ptr_eq(l->v[2], moved);
+    mi_dentry_etag(moved, out);
+    ck_assert_str_eq(out, "ais-v2-longer");
+    ck_assert_uint_eq(moved->size, 3);
+    ck_assert_int_eq(moved->mtime, 30);
     mi_listing_put(l);
 }
 END_TEST
