@@ -6,7 +6,8 @@
  * readdirplus, so every name gets an inode besides its listing entry. No
  * request is made (no S3 client). Prints heap and RSS per key.
  *
- * usage: meta_mem [total_keys [files_per_dir]]   (default 1000000 1000) */
+ * usage: meta_mem [total_keys [files_per_dir [name_prefix]]]
+ *        (default 1000000 1000 img-: names img-00000000.jpg, 16 bytes) */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
 {
     size_t total = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
     size_t per = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000;
+    const char *fprefix = argc > 3 ? argv[3] : "img-";
     size_t dirs = (total + per - 1) / per;
     struct om_meta_config cfg = {.prefix = "train/",
                                  .attr_ttl_ms = 86400000,
@@ -77,7 +79,7 @@ int main(int argc, char **argv)
     m->stopping = true; /* no background listing: there is no server */
     pthread_mutex_lock(&m->lock);
     struct listing *rl = mi_listing_new();
-    char name[64], etag[40];
+    char name[300], etag[40];
     for (size_t d = 0; d < dirs; d++) {
         snprintf(name, sizeof(name), "shard-%05zu", d);
         mi_listing_add(rl, name, true, 0, 0, NULL);
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
         struct inode *dir = mi_inode_get(m, a.ino);
         struct listing *l = mi_listing_new();
         for (size_t f = 0; f < per && k < total; f++, k++) {
-            snprintf(name, sizeof(name), "img-%08u.jpg", k);
+            snprintf(name, sizeof(name), "%.200s%08u.jpg", fprefix, k);
             md5_hex(k, etag);
             mi_listing_add(l, name, false, 100000 + k, 1700000000 + k, etag);
         }
