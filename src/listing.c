@@ -25,10 +25,8 @@ uint64_t mi_name_hash(const char *name)
 struct listing *mi_listing_new(void)
 {
     struct listing *l = calloc(1, sizeof(*l));
-    if (!l || om_htable_init(&l->index, 64)) {
-        free(l);
+    if (!l)
         return NULL;
-    }
     l->refs = 1;
     return l;
 }
@@ -37,28 +35,143 @@ void mi_listing_put(struct listing *l)
 {
     if (!l || --l->refs > 0)
         return;
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
+    for (void *c = l->chunks; c;) {
+        void *next = *(void **)c;
+        free(c);
+        c = next;
+    }
     free(l->v);
-    om_htable_destroy(&l->index);
+    free(l->index);
     free(l->token);
     free(l);
 }
 
+#define ARENA_ALIGN 8
+#define ARENA_CHUNK_MIN 256
+#define ARENA_CHUNK_MAX 4096 /* at most about this much unused per listing */
+
+/* len bytes for an entry in l's arena; NULL on ENOMEM. */
+static void *arena_alloc(struct listing *l, size_t len)
+{
+    len = (len + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (!l->chunks || l->chunk_used + len > l->chunk_cap) {
+        /* chunks grow with the listing, so that a small one stays small */
+        size_t cap =
+            OM_MIN((size_t)ARENA_CHUNK_MAX, OM_MAX((size_t)ARENA_CHUNK_MIN, l->chunk_cap * 2));
+        cap = OM_MAX(cap, len + ARENA_ALIGN);
+        void *c = malloc(cap);
+        if (!c)
+            return NULL;
+        *(void **)c = l->chunks;
+        l->chunks = c;
+        l->chunk_cap = cap;
+        l->chunk_used = ARENA_ALIGN; /* the link */
+    }
+    void *p = (char *)l->chunks + l->chunk_used;
+    l->chunk_used += len;
+    return p;
+}
+
+/* The index slot of name: the one holding it, or the free one where it
+ * goes. l->index must exist. */
+static size_t index_slot(const struct listing *l, const char *name)
+{
+    size_t mask = l->index_cap - 1;
+    for (size_t k = mi_name_hash(name) & mask;; k = (k + 1) & mask) {
+        uint32_t e = l->index[k];
+        if (!e || strcmp(l->v[e - 1]->name, name) == 0)
+            return k;
+    }
+}
+
+/* Room in the index for one more name (a load of at most 3/4). */
+static int index_reserve(struct listing *l)
+{
+    if ((l->n + 1) * 4 <= l->index_cap * 3)
+        return 0;
+    if (l->n >= UINT32_MAX - 1)
+        return -ENOMEM;
+    size_t cap = l->index_cap ? l->index_cap * 2 : 16;
+    uint32_t *index = calloc(cap, sizeof(*index));
+    if (!index)
+        return -ENOMEM;
+    uint32_t *old = l->index;
+    size_t oldcap = l->index_cap;
+    l->index = index;
+    l->index_cap = cap;
+    for (size_t k = 0; k < oldcap; k++) {
+        if (old[k])
+            l->index[index_slot(l, l->v[old[k] - 1]->name)] = old[k];
+    }
+    free(old);
+    return 0;
+}
+
+long mi_listing_pos(const struct listing *l, const char *name)
+{
+    if (!l->index)
+        return -1;
+    uint32_t e = l->index[index_slot(l, name)];
+    return e ? (long)e - 1 : -1;
+}
+
 struct dentry *mi_listing_find(const struct listing *l, const char *name)
 {
-    uint64_t h = mi_name_hash(name);
-    for (struct om_hnode *n = om_htable_first(&l->index, h); n; n = om_htable_next(n, h)) {
-        struct dentry *d = om_container_of(n, struct dentry, node);
-        if (strcmp(d->name, name) == 0)
-            return d;
+    long k = mi_listing_pos(l, name);
+    return k < 0 ? NULL : l->v[k];
+}
+
+/* A new entry in l's arena (not in l->v nor in the index); NULL on ENOMEM. */
+static struct dentry *entry_new(struct listing *l, const char *name, bool is_dir, uint64_t size,
+                                time_t mtime, const char *etag)
+{
+    size_t nlen = strlen(name);
+    uint8_t md5[16];
+    uint16_t parts = 0;
+    enum mi_etag_kind kind = is_dir ? MI_ETAG_NONE : mi_etag_parse(etag, md5, &parts);
+    /* an inode keeps at most OM_ETAG_MAX - 1 bytes of it */
+    size_t elen = kind == MI_ETAG_TEXT ? OM_MIN(strlen(etag), (size_t)OM_ETAG_MAX - 1) + 1 : 0;
+    struct dentry *d = arena_alloc(l, offsetof(struct dentry, name) + nlen + 1 + elen);
+    if (!d)
+        return NULL;
+    memset(d, 0, offsetof(struct dentry, name));
+    memcpy(d->name, name, nlen + 1);
+    d->is_dir = is_dir;
+    d->size = size;
+    d->mtime = mtime;
+    d->etag_kind = kind;
+    d->etag_room = (uint8_t)elen;
+    if (kind == MI_ETAG_TEXT) {
+        memcpy(d->name + nlen + 1, etag, elen - 1);
+        d->name[nlen + elen] = '\0';
+    } else if (kind != MI_ETAG_NONE) {
+        memcpy(d->md5, md5, sizeof(md5));
+        d->etag_parts = parts;
     }
-    return NULL;
+    return d;
+}
+
+struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag)
+{
+    if (mi_dentry_set_etag(d, etag))
+        return d;
+    /* a longer text than d has room for: d moves to a new record (the old
+     * one stays in the arena until the listing goes) */
+    long k = mi_listing_pos(l, d->name);
+    struct dentry *nd =
+        k >= 0 && l->v[k] == d ? entry_new(l, d->name, d->is_dir, d->size, d->mtime, etag) : NULL;
+    if (!nd) {
+        d->etag_kind = MI_ETAG_NONE; /* only a hint: the inode is what stat shows */
+        return d;
+    }
+    nd->gone = d->gone;
+    l->v[k] = nd;
+    return nd;
 }
 
 /* Add one listed name; a directory replaces an object of the same name. */
-int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size,
-                       time_t mtime, const char *etag)
+int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
+                   const char *etag)
 {
     struct dentry *old = mi_listing_find(l, name);
     if (old && old->gone && (old->is_dir == is_dir)) {
@@ -66,53 +179,37 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         old->gone = false;
         old->size = size;
         old->mtime = mtime;
-        if (old->etag && etag && strlen(etag) <= strlen(old->etag))
-            strcpy(old->etag, etag);
-        else if (old->etag)
-            old->etag[0] = '\0';
+        if (!old->is_dir)
+            mi_listing_set_etag(l, old, etag);
         return 0;
     }
-    if (old && old->gone) {
-        /* it comes back with the other type: retire the old entry */
-        om_htable_remove(&l->index, &old->node);
-        old = NULL;
-    }
-    if (old) {
+    if (old && !old->gone) {
         if (is_dir && !old->is_dir) {
             om_info("'%s' is both an object and a directory: the directory hides the object",
                     name);
             old->is_dir = true;
             old->size = 0;
-            old->etag = NULL;
+            old->etag_kind = MI_ETAG_NONE;
         }
         return 0;
     }
-    size_t nlen = strlen(name);
-    size_t elen = etag && !is_dir ? strlen(etag) + 1 : 0;
-    struct dentry *d = malloc(sizeof(*d) + nlen + 1 + elen);
-    if (!d)
-        return -ENOMEM;
-    memcpy(d->name, name, nlen + 1);
-    d->is_dir = is_dir;
-    d->gone = false;
-    d->size = size;
-    d->mtime = mtime;
-    d->etag = elen ? d->name + nlen + 1 : NULL;
-    if (elen)
-        memcpy(d->etag, etag, elen);
+    /* new, or back with the other type: the new entry takes the name's index
+     * slot, the old one stays (gone) at its position */
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
         struct dentry **v = realloc(l->v, cap * sizeof(*v));
-        if (!v) {
-            free(d);
+        if (!v)
             return -ENOMEM;
-        }
         l->v = v;
         l->cap = cap;
     }
-    d->idx = l->n;
+    if (index_reserve(l))
+        return -ENOMEM;
+    struct dentry *d = entry_new(l, name, is_dir, size, mtime, etag);
+    if (!d)
+        return -ENOMEM;
+    l->index[index_slot(l, name)] = (uint32_t)(l->n + 1);
     l->v[l->n++] = d;
-    om_htable_insert(&l->index, &d->node, mi_name_hash(name));
     return 0;
 }
 
@@ -141,7 +238,7 @@ struct slurp {
     struct inode *dir;
     char *key;
     bool walk; /* listed ahead of a walk */
-    uint32_t gen; /* dir->gen when it started */
+    uint32_t gen; /* dir->d->gen when it started */
 };
 
 static void walk_pump(struct om_meta *m);
@@ -152,8 +249,16 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
 {
     l->complete = true;
     l->expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
-    mi_listing_put(dir->listing);
-    dir->listing = l;
+    if (l->cap > l->n && l->n > 0) {
+        /* complete: names are seldom added now */
+        struct dentry **v = realloc(l->v, l->n * sizeof(*v));
+        if (v) {
+            l->v = v;
+            l->cap = l->n;
+        }
+    }
+    mi_listing_put(dir->d->listing);
+    dir->d->listing = l;
     m->st.list_entries += l->n;
 }
 
@@ -181,13 +286,13 @@ static void *slurp_main(void *arg)
         pthread_mutex_lock(&m->lock);
         m->st.list_pages++;
         done = !rc && !token;
-        dir->slurp_pages++;
+        dir->d->slurp_pages++;
         /* Stop when unmounting; when a name changed through the mount since
          * the listing started (installed, it would undo the change); ahead of
          * a walk, past a few pages: the walk's own handle lists a large
          * directory (opendir waits only that long). */
-        if (!rc && (m->stopping || dir->gen != j->gen ||
-                    (j->walk && !done && dir->slurp_pages >= WALK_WAIT_PAGES))) {
+        if (!rc && (m->stopping || dir->d->gen != j->gen ||
+                    (j->walk && !done && dir->d->slurp_pages >= WALK_WAIT_PAGES))) {
             rc = -ECANCELED;
             done = false;
         }
@@ -201,7 +306,7 @@ static void *slurp_main(void *arg)
             om_debug("listed %s whole: %zu names in %" PRIu64 " pages",
                      *j->key ? j->key : "/", l->n, pages);
         }
-        dir->slurp_first_page = true;
+        dir->d->slurp_first_page = true;
         pthread_cond_broadcast(&m->slurp_cond);
         pthread_mutex_unlock(&m->lock);
     }
@@ -210,11 +315,11 @@ static void *slurp_main(void *arg)
     if (!done) {
         mi_listing_put(l);
         if (rc != -ECANCELED)
-            dir->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+            dir->d->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
         if (rc != -EFBIG && rc != -ECANCELED)
             om_warn("listing %s: %s", *j->key ? j->key : "/", strerror(-rc));
     }
-    dir->slurping = false;
+    dir->d->slurping = false;
     m->slurps--;
     mi_inode_unref(m, dir);
     if (j->walk) {
@@ -239,8 +344,9 @@ static void walk_pump(struct om_meta *m)
 {
     while (!m->stopping && m->walk_running < WALK_PARALLEL && m->nwalk > 0) {
         struct inode *d = m->walk[--m->nwalk];
-        d->walk_queued = false;
-        if (d->linked && !d->slurping && !mi_listing_fresh(d->listing) && start_slurp(m, d, true))
+        d->d->walk_queued = false;
+        if (d->linked && !d->d->slurping && !mi_listing_fresh(d->d->listing) &&
+            start_slurp(m, d, true))
             m->walk_running++;
         mi_inode_unref(m, d);
     }
@@ -248,13 +354,14 @@ static void walk_pump(struct om_meta *m)
 
 void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened)
 {
-    struct listing *l = dir->listing;
+    struct listing *l = dir->d->listing;
     if (!mi_listing_fresh(l) || !l->read_by_handle || m->stopping)
         return;
-    struct dentry *at = mi_listing_find(l, opened->name);
-    if (!at)
+    long at = mi_listing_pos(l, mi_name(opened));
+    if (at < 0)
         return;
-    size_t from = OM_MAX(l->walk_upto, at->idx + 1), to = OM_MIN(l->n, at->idx + 1 + WALK_AHEAD);
+    size_t from = OM_MAX(l->walk_upto, (size_t)at + 1);
+    size_t to = OM_MIN(l->n, (size_t)at + 1 + WALK_AHEAD);
     if (from >= to)
         return;
     l->walk_upto = to;
@@ -266,11 +373,11 @@ void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened)
         if (!e->is_dir || e->gone)
             continue;
         struct inode *c = mi_child_get(dir, e->name);
-        if (!c || c == opened || !c->is_dir || c->walk_queued || c->slurping ||
-            mi_listing_fresh(c->listing))
+        if (!c || c == opened || !c->is_dir || c->d->walk_queued || c->d->slurping ||
+            mi_listing_fresh(c->d->listing))
             continue;
         c->refs++;
-        c->walk_queued = true;
+        c->d->walk_queued = true;
         m->walk[m->nwalk++] = c;
     }
     walk_pump(m);
@@ -280,27 +387,27 @@ void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened)
 static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk)
 {
     struct slurp *j = calloc(1, sizeof(*j));
-    if (!j || !(j->key = strdup(dir->key))) {
+    if (!j || !(j->key = strdup(dir->d->key))) {
         free(j);
         return false;
     }
     j->m = m;
     j->dir = dir;
     j->walk = walk;
-    j->gen = dir->gen;
+    j->gen = dir->d->gen;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
     dir->refs++;
-    dir->slurping = true;
-    dir->slurp_first_page = false;
-    dir->slurp_pages = 0;
+    dir->d->slurping = true;
+    dir->d->slurp_first_page = false;
+    dir->d->slurp_pages = 0;
     m->slurps++;
     bool started = pthread_create(&t, &attr, slurp_main, j) == 0;
     if (!started) {
         dir->refs--;
-        dir->slurping = false;
+        dir->d->slurping = false;
         m->slurps--;
         free(j->key);
         free(j);
@@ -328,10 +435,11 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
             mi_walk_ahead(m, i->parent, i);
         /* a background listing of a small directory ends soon: wait for it
          * rather than list it twice */
-        while (i->slurping && i->slurp_pages < WALK_WAIT_PAGES && !mi_listing_fresh(i->listing))
+        while (i->d->slurping && i->d->slurp_pages < WALK_WAIT_PAGES &&
+               !mi_listing_fresh(i->d->listing))
             pthread_cond_wait(&m->slurp_cond, &m->lock);
-        if (mi_listing_fresh(i->listing)) {
-            d->l = i->listing;
+        if (mi_listing_fresh(i->d->listing)) {
+            d->l = i->d->listing;
             d->l->refs++;
             d->l->read_by_handle = true;
             if (d->l->from_walk) {
@@ -341,7 +449,7 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
         } else {
             d->l = mi_listing_new();
             d->building = true;
-            d->gen = i->gen;
+            d->gen = i->d->gen;
             if (!d->l) {
                 mi_inode_unref(m, i);
                 rc = -ENOMEM;
@@ -415,7 +523,7 @@ static void install(struct om_meta *m, struct om_dirh *d)
 {
     d->building = false;
     d->l->read_by_handle = true;
-    if (d->dir->gen != d->gen)
+    if (d->dir->d->gen != d->gen)
         return; /* names changed meanwhile: the handle keeps it to itself */
     d->l->refs++;
     mi_install_listing(m, d->dir, d->l);
@@ -443,7 +551,7 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
         }
         off = 2;
     }
-    char *dirkey = strdup(d->dir->key);
+    char *dirkey = strdup(d->dir->d->key);
     pthread_mutex_unlock(&m->lock);
     if (!dirkey)
         return -ENOMEM;
@@ -491,7 +599,7 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 }
                 /* the listing wins only over attributes that expired */
                 if (!e->is_dir && !c->pending && om_now_ms() >= c->attr_expire_ms)
-                    mi_set_file_attrs(m, c, e->size, e->mtime, e->etag);
+                    mi_set_listed_attrs(m, c, e);
                 else if (e->is_dir)
                     c->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
                 mi_fill_attr(m, c, &a);

@@ -20,34 +20,100 @@
 
 struct inode *mi_inode_get(struct om_meta *m, uint64_t ino)
 {
-    uint64_t h = om_hash_u64(ino);
-    for (struct om_hnode *n = om_htable_first(&m->inodes, h); n; n = om_htable_next(n, h)) {
-        struct inode *i = om_container_of(n, struct inode, by_ino);
-        if (i->ino == ino)
-            return i;
-    }
-    return NULL;
+    return mi_table_ino(&m->inodes, ino);
 }
 
 struct inode *mi_child_get(struct inode *dir, const char *name)
 {
-    if (!dir->children.buckets)
+    return dir->is_dir ? mi_table_name(&dir->d->children, name) : NULL;
+}
+
+struct inode_extra *mi_extra(struct inode *i)
+{
+    if (i->is_dir)
+        return &i->d->x;
+    if (!i->x)
+        i->x = calloc(1, sizeof(*i->x));
+    return i->x;
+}
+
+char *mi_inode_key(const struct inode *i)
+{
+    if (i->is_dir)
+        return strdup(i->d->key);
+    if (i->x && i->x->key)
+        return strdup(i->x->key);
+    char *key = NULL;
+    if (asprintf(&key, "%s%s", i->parent->d->key, mi_name(i)) < 0)
         return NULL;
-    uint64_t h = mi_name_hash(name);
-    for (struct om_hnode *n = om_htable_first(&dir->children, h); n; n = om_htable_next(n, h)) {
-        struct inode *i = om_container_of(n, struct inode, by_name);
-        if (strcmp(i->name, name) == 0)
-            return i;
+    return key;
+}
+
+static void unlink_node(struct inode *i)
+{
+    if (i->linked) {
+        mi_table_del(&i->parent->d->children, i, true);
+        i->linked = false;
     }
-    return NULL;
+}
+
+int mi_link_child(struct inode *i)
+{
+    int rc = mi_table_add(&i->parent->d->children, i, true);
+    if (rc)
+        return rc;
+    if (!i->is_dir && i->x) {
+        free(i->x->key);
+        i->x->key = NULL;
+    }
+    i->linked = true;
+    return 0;
 }
 
 void mi_unlink_child(struct inode *i)
 {
-    if (i->linked) {
-        om_htable_remove(&i->parent->children, &i->by_name);
-        i->linked = false;
+    if (!i->linked)
+        return;
+    if (!i->is_dir) {
+        /* its key stays what it was, whatever later happens to the parent's
+         * (ENOMEM: it follows the parent's) */
+        char *key = mi_inode_key(i);
+        struct inode_extra *x = key ? mi_extra(i) : NULL;
+        if (x) {
+            free(x->key);
+            x->key = key;
+        } else {
+            free(key);
+        }
     }
+    unlink_node(i);
+}
+
+static void extra_free(struct inode_extra *x)
+{
+    free(x->link_target);
+    free(x->content_type);
+    free(x->cached_etag);
+    free(x->key);
+    free(x->name);
+}
+
+/* Free what i owns and i, unlinked from nothing. */
+static void inode_release(struct inode *i)
+{
+    if (i->etag_kind == MI_ETAG_TEXT)
+        free(i->etag.text);
+    if (i->is_dir) {
+        mi_listing_put(i->d->listing);
+        mi_table_destroy(&i->d->children);
+        extra_free(&i->d->x);
+        free(i->d->key);
+        free(i->d);
+    } else if (i->x) {
+        extra_free(i->x);
+        free(i->x);
+    }
+    free(i);
 }
 
 void mi_inode_free(struct om_meta *m, struct inode *i);
@@ -67,41 +133,59 @@ void mi_inode_unref(struct om_meta *m, struct inode *i)
 
 void mi_inode_free(struct om_meta *m, struct inode *i)
 {
-    mi_unlink_child(i);
-    om_htable_remove(&m->inodes, &i->by_ino);
+    unlink_node(i);
+    mi_table_del(&m->inodes, i, false);
     m->st.inodes--;
-    mi_listing_put(i->listing);
-    om_htable_destroy(&i->children);
-    free(i->name);
-    free(i->key);
-    free(i->link_target);
-    free(i);
+    inode_release(i);
 }
 
-/* A new inode linked under parent. Caller holds m->lock. */
-struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *name,
-                               bool is_dir)
+/* An inode named name (at most NAME_MAX_BYTES), unlinked; directories get
+ * their key. NULL on ENOMEM. */
+static struct inode *inode_alloc(const char *name, bool is_dir, const char *key)
 {
-    struct inode *i = calloc(1, sizeof(*i));
+    size_t nlen = strlen(name);
+    struct inode *i = calloc(1, offsetof(struct inode, name_inline) + nlen + 1);
     if (!i)
         return NULL;
-    i->name = strdup(name);
-    size_t klen = strlen(parent->key) + strlen(name) + 2;
-    i->key = malloc(klen);
-    if (!i->name || !i->key || (is_dir && om_htable_init(&i->children, 16))) {
-        free(i->name);
-        free(i->key);
+    memcpy(i->name_inline, name, nlen + 1);
+    i->name_len = (uint8_t)nlen;
+    i->is_dir = is_dir;
+    if (!is_dir)
+        return i;
+    i->d = calloc(1, sizeof(*i->d));
+    if (!i->d || !(i->d->key = strdup(key)) || mi_table_init(&i->d->children, 16)) {
+        if (i->d)
+            free(i->d->key);
+        free(i->d);
         free(i);
         return NULL;
     }
-    snprintf(i->key, klen, "%s%s%s", parent->key, name, is_dir ? "/" : "");
-    i->ino = m->next_ino++;
+    return i;
+}
+
+/* A new inode linked under parent. Caller holds m->lock. */
+struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *name, bool is_dir)
+{
+    char *key = NULL;
+    if (is_dir && asprintf(&key, "%s%s/", parent->d->key, name) < 0)
+        return NULL;
+    struct inode *i = inode_alloc(name, is_dir, key);
+    free(key);
+    if (!i)
+        return NULL;
+    i->ino = m->next_ino;
     i->parent = parent;
-    i->is_dir = is_dir;
+    if (mi_table_add(&m->inodes, i, false)) {
+        inode_release(i);
+        return NULL;
+    }
+    if (mi_link_child(i)) {
+        mi_table_del(&m->inodes, i, false);
+        inode_release(i);
+        return NULL;
+    }
+    m->next_ino++;
     parent->refs++;
-    om_htable_insert(&m->inodes, &i->by_ino, om_hash_u64(i->ino));
-    om_htable_insert(&parent->children, &i->by_name, mi_name_hash(name));
-    i->linked = true;
     m->st.inodes++;
     return i;
 }
@@ -128,57 +212,99 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
                            const char *etag)
 {
     i->size = size;
-    i->mtime.tv_sec = mtime;
-    i->mtime.tv_nsec = 0;
-    om_strlcpy(i->etag, etag ? etag : "", sizeof(i->etag));
+    i->mtime_sec = mtime;
+    i->mtime_nsec = 0;
+    mi_inode_set_etag(i, etag);
+    i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
+}
+
+void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d)
+{
+    if (d->etag_kind == MI_ETAG_TEXT || i->etag_kind == MI_ETAG_TEXT || i->cached_is_etag) {
+        char etag[OM_ETAG_MAX];
+        mi_dentry_etag(d, etag);
+        mi_set_file_attrs(m, i, d->size, d->mtime, etag);
+        return;
+    }
+    /* the common case, without text */
+    i->size = d->size;
+    i->mtime_sec = d->mtime;
+    i->mtime_nsec = 0;
+    memcpy(i->etag.md5, d->md5, sizeof(d->md5));
+    i->etag_parts = d->etag_parts;
+    i->etag_kind = d->etag_kind;
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
 void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o)
 {
     i->meta_known = true;
-    i->has_mode = o->has_mode;
-    i->meta_mode = o->mode;
-    i->has_uid = o->has_uid;
-    i->meta_uid = o->uid;
-    i->has_gid = o->has_gid;
-    i->meta_gid = o->gid;
+    bool any = o->has_mode || o->has_uid || o->has_gid;
+    struct inode_extra *x = any || mi_extra_if(i) ? mi_extra(i) : NULL;
+    i->has_mode = x && o->has_mode;
+    i->has_uid = x && o->has_uid;
+    i->has_gid = x && o->has_gid;
+    if (x) {
+        x->meta_mode = o->mode;
+        x->meta_uid = o->uid;
+        x->meta_gid = o->gid;
+    }
     if (o->has_mtime) {
         i->has_mtime = true;
-        i->mtime = o->meta_mtime;
+        i->mtime_sec = o->meta_mtime.tv_sec;
+        i->mtime_nsec = (uint32_t)o->meta_mtime.tv_nsec;
     }
 }
 
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
 {
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
-    om_strlcpy(i->content_type, o->content_type, sizeof(i->content_type));
+    struct inode_extra *x = o->content_type[0] || mi_extra_if(i) ? mi_extra(i) : NULL;
+    if (x) {
+        free(x->content_type);
+        x->content_type = o->content_type[0] ? strndup(o->content_type, 127) : NULL;
+    }
     i->has_mtime = false;
     mi_apply_object_meta(i, o);
+}
+
+void mi_set_cached_etag(struct inode *i)
+{
+    if (!i->is_dir && i->x) {
+        free(i->x->cached_etag);
+        i->x->cached_etag = NULL;
+    }
+    i->cached_is_etag = true;
+}
+
+struct timespec mi_mtime(const struct inode *i)
+{
+    return (struct timespec){.tv_sec = (time_t)i->mtime_sec, .tv_nsec = (long)i->mtime_nsec};
 }
 
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a)
 {
     memset(a, 0, sizeof(*a));
     a->ino = i->ino;
+    const struct inode_extra *x = mi_extra_if(i); /* set when has_mode, has_uid or has_gid */
     bool meta_mode = i->has_mode && !m->cfg.force_mode;
     if (i->is_dir) {
-        a->mode = S_IFDIR | (meta_mode ? i->meta_mode & 07777 : m->cfg.dir_mode);
-        a->mtime = i->has_mtime ? i->mtime : m->mount_time;
-    } else if (i->has_mode && S_ISLNK(i->meta_mode)) {
+        a->mode = S_IFDIR | (meta_mode ? x->meta_mode & 07777 : m->cfg.dir_mode);
+        a->mtime = i->has_mtime ? mi_mtime(i) : m->mount_time;
+    } else if (i->has_mode && S_ISLNK(x->meta_mode)) {
         a->mode = S_IFLNK | 0777;
         a->size = i->size;
-        a->mtime = i->mtime;
+        a->mtime = mi_mtime(i);
     } else {
-        a->mode = S_IFREG | (meta_mode ? i->meta_mode & 07777 : m->cfg.file_mode);
+        a->mode = S_IFREG | (meta_mode ? x->meta_mode & 07777 : m->cfg.file_mode);
         a->size = i->size;
-        a->mtime = i->mtime;
-        om_strlcpy(a->etag, i->etag, sizeof(a->etag));
+        a->mtime = mi_mtime(i);
+        mi_inode_etag(i, a->etag);
     }
     if (m->cfg.ro)
         a->mode &= (mode_t) ~0222;
-    a->uid = i->has_uid && !m->cfg.force_uid ? i->meta_uid : m->cfg.uid;
-    a->gid = i->has_gid && !m->cfg.force_gid ? i->meta_gid : m->cfg.gid;
+    a->uid = i->has_uid && !m->cfg.force_uid ? x->meta_uid : m->cfg.uid;
+    a->gid = i->has_gid && !m->cfg.force_gid ? x->meta_gid : m->cfg.gid;
 }
 
 void om_attr_to_stat(const struct om_attr *a, struct stat *st)
@@ -208,24 +334,21 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     m->cfg = *cfg;
     m->prefix = strdup(cfg->prefix ? cfg->prefix : "");
     m->cfg.prefix = m->prefix;
-    struct inode *root = calloc(1, sizeof(*root));
-    if (!m->prefix || !root || om_htable_init(&m->inodes, 1024) ||
-        om_htable_init(&root->children, 64)) {
-        free(root);
+    struct inode *root = m->prefix ? inode_alloc("", true, m->prefix) : NULL;
+    if (root)
+        root->ino = OM_ROOT_INO;
+    if (!root || mi_table_init(&m->inodes, 1024) || mi_table_add(&m->inodes, root, false)) {
+        if (root)
+            inode_release(root);
         free(m->prefix);
-        om_htable_destroy(&m->inodes);
+        mi_table_destroy(&m->inodes);
         free(m);
         return NULL;
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->slurp_cond, NULL);
     clock_gettime(CLOCK_REALTIME, &m->mount_time);
-    root->ino = OM_ROOT_INO;
-    root->is_dir = true;
-    root->name = strdup("");
-    root->key = strdup(m->prefix);
     root->nlookup = 1;
-    om_htable_insert(&m->inodes, &root->by_ino, om_hash_u64(OM_ROOT_INO));
     m->root = root;
     m->next_ino = OM_ROOT_INO + 1;
     m->st.inodes = 1;
@@ -246,21 +369,11 @@ void om_meta_free(struct om_meta *m)
     free(m->walk);
     pthread_cond_destroy(&m->slurp_cond);
     /* free every inode: children before parents is not needed here */
-    for (size_t b = 0; b < m->inodes.nbuckets; b++) {
-        struct om_hnode *n = m->inodes.buckets[b];
-        while (n) {
-            struct om_hnode *next = n->next;
-            struct inode *i = om_container_of(n, struct inode, by_ino);
-            mi_listing_put(i->listing);
-            om_htable_destroy(&i->children);
-            free(i->name);
-            free(i->key);
-            free(i->link_target);
-            free(i);
-            n = next;
-        }
+    for (size_t k = 0; k < m->inodes.cap; k++) {
+        if (m->inodes.slots[k])
+            inode_release(m->inodes.slots[k]);
     }
-    om_htable_destroy(&m->inodes);
+    mi_table_destroy(&m->inodes);
     pthread_mutex_destroy(&m->lock);
     free(m->prefix);
     free(m);
@@ -287,7 +400,7 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
     if (c && c->pending) {
         /* created here and not stored yet: only this mount knows it */
     } else if (c && (c->is_dir || now < c->attr_expire_ms)) {
-        if (c->is_dir && !mi_listing_fresh(dir->listing) && now >= c->attr_expire_ms)
+        if (c->is_dir && !mi_listing_fresh(dir->d->listing) && now >= c->attr_expire_ms)
             c = NULL; /* a directory's existence is rechecked after entry_timeout */
         else if (mi_meta_by_lookup(m, c->is_dir) && !c->meta_known)
             c = NULL; /* primed by a listing: its metadata is still to be read */
@@ -296,8 +409,8 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
     } else {
         c = NULL;
     }
-    if (!c && mi_listing_fresh(dir->listing)) {
-        struct dentry *d = mi_listing_find(dir->listing, name);
+    if (!c && mi_listing_fresh(dir->d->listing)) {
+        struct dentry *d = mi_listing_find(dir->d->listing, name);
         if (!d || d->gone) {
             m->st.lookups_negative++;
             *rc = -ENOENT;
@@ -312,7 +425,7 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
             return 1;
         }
         if (!d->is_dir)
-            mi_set_file_attrs(m, c, d->size, d->mtime, d->etag);
+            mi_set_listed_attrs(m, c, d);
         else
             c->attr_expire_ms = now + m->cfg.entry_ttl_ms;
     }
@@ -365,7 +478,9 @@ static mode_t inode_type(const struct om_meta *m, const struct inode *i)
  * holds m->lock. */
 static int retire(struct inode *i)
 {
-    om_debug("%s: type changed, the kernel looks it up again", i->key);
+    char *key = mi_inode_key(i);
+    om_debug("%s: type changed, the kernel looks it up again", key ? key : mi_name(i));
+    free(key);
     mi_unlink_child(i);
     i->retired = true;
     return -ESTALE;
@@ -397,9 +512,9 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
          * for the listing's first page; a one-page directory then answers
          * every lookup, a larger one keeps listing in the background while
          * lookups ask the server by name. */
-        if (!dir->slurping && om_now_ms() >= dir->slurp_retry_ms)
+        if (!dir->d->slurping && om_now_ms() >= dir->d->slurp_retry_ms)
             mi_start_slurp(m, dir);
-        while (dir->slurping && !dir->slurp_first_page)
+        while (dir->d->slurping && !dir->d->slurp_first_page)
             pthread_cond_wait(&m->slurp_cond, &m->lock);
         hit = lookup_cached(m, dir, name, out, &rc);
     }
@@ -412,18 +527,18 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
     uint64_t listed_size = 0;
     char listed_etag[OM_ETAG_MAX] = "";
     if (object_only) {
-        struct dentry *d = mi_listing_find(dir->listing, name);
+        struct dentry *d = mi_listing_find(dir->d->listing, name);
         listed_size = d ? d->size : 0;
-        if (d && d->etag)
-            om_strlcpy(listed_etag, d->etag, sizeof(listed_etag));
+        if (d)
+            mi_dentry_etag(d, listed_etag);
     }
-    size_t klen = strlen(dir->key) + strlen(name) + 1;
+    size_t klen = strlen(dir->d->key) + strlen(name) + 1;
     char *key = malloc(klen);
     if (!key) {
         pthread_mutex_unlock(&m->lock);
         return -ENOMEM;
     }
-    snprintf(key, klen, "%s%s", dir->key, name);
+    snprintf(key, klen, "%s%s", dir->d->key, name);
     dir->refs++; /* keep dir across the request */
     pthread_mutex_unlock(&m->lock);
 
@@ -516,7 +631,7 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
 {
     if (i->pending || i == m->root || (!force && om_now_ms() < i->attr_expire_ms))
         return 0;
-    char *key = strdup(i->key);
+    char *key = mi_inode_key(i);
     if (!key)
         return -ENOMEM;
     i->refs++;
@@ -598,14 +713,18 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
     if (!rc && inode_type(m, i) != was)
         rc = retire(i);
     if (!rc) {
-        *key = strdup(i->key);
+        *key = mi_inode_key(i);
         if (!*key)
             rc = -ENOMEM;
     }
     if (!rc) {
         mi_fill_attr(m, i, out);
-        *keep_cache = trust_cache || (i->etag[0] && strcmp(i->cached_etag, i->etag) == 0);
-        om_strlcpy(i->cached_etag, i->etag, sizeof(i->cached_etag));
+        char etag[OM_ETAG_MAX];
+        mi_inode_etag(i, etag);
+        const struct inode_extra *x = mi_extra_if(i);
+        const char *cached = i->cached_is_etag ? etag : x && x->cached_etag ? x->cached_etag : "";
+        *keep_cache = trust_cache || (etag[0] && strcmp(cached, etag) == 0);
+        mi_set_cached_etag(i);
     } else {
         mi_inode_unref(m, i);
     }

@@ -28,9 +28,9 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
     else if (!dir->is_dir)
         rc = -ENOTDIR;
     struct inode *c = NULL;
-    if (!rc && strlen(dir->key) + strlen(name) > OM_S3_KEY_MAX) {
-        om_warn("cannot create %.64s... (%zu bytes): object keys are at most %d bytes", dir->key,
-                strlen(dir->key) + strlen(name), OM_S3_KEY_MAX);
+    if (!rc && strlen(dir->d->key) + strlen(name) > OM_S3_KEY_MAX) {
+        om_warn("cannot create %.64s... (%zu bytes): object keys are at most %d bytes", dir->d->key,
+                strlen(dir->d->key) + strlen(name), OM_S3_KEY_MAX);
         rc = -ENAMETOOLONG;
     }
     if (!rc) {
@@ -40,7 +40,10 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         else if (!(c = mi_child_for(m, dir, name, false)))
             rc = -ENOMEM;
     }
-    if (!rc && !(*key = strdup(c->key)))
+    struct inode_extra *x = NULL;
+    if (!rc && !(x = mi_extra(c)))
+        rc = -ENOMEM;
+    if (!rc && !(*key = mi_inode_key(c)))
         rc = -ENOMEM;
     if (!rc) {
         struct timespec now;
@@ -48,18 +51,19 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         c->pending = true;
         c->meta_known = true;
         c->size = 0;
-        c->mtime = now;
-        c->etag[0] = '\0';
+        c->mtime_sec = now.tv_sec;
+        c->mtime_nsec = (uint32_t)now.tv_nsec;
+        mi_inode_set_etag(c, "");
         c->has_mode = c->has_uid = c->has_gid = true;
-        c->meta_mode = S_IFREG | (mode & 07777);
-        c->meta_uid = uid;
-        c->meta_gid = gid;
+        x->meta_mode = S_IFREG | (mode & 07777);
+        x->meta_uid = uid;
+        x->meta_gid = gid;
         c->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
         c->nlookup++;
         mi_fill_attr(m, c, out);
         mi_dir_changed(dir);
-        if (mi_listing_fresh(dir->listing) && !mi_listing_find(dir->listing, name))
-            mi_listing_add(dir->listing, name, false, 0, now.tv_sec, "");
+        if (mi_listing_fresh(dir->d->listing) && !mi_listing_find(dir->d->listing, name))
+            mi_listing_add(dir->d->listing, name, false, 0, now.tv_sec, "");
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -75,23 +79,27 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
         rc = -ESTALE;
     else if (i->is_dir)
         rc = -EISDIR;
-    else if (!(*key = strdup(i->key)))
+    else if (!(*key = mi_inode_key(i)))
         rc = -ENOMEM;
     if (!rc) {
         memset(obj, 0, sizeof(*obj));
         *exists = !i->pending;
         obj->size = i->size;
-        obj->mtime = i->mtime.tv_sec;
-        om_strlcpy(obj->etag, i->etag, sizeof(obj->etag));
+        obj->mtime = (time_t)i->mtime_sec;
+        mi_inode_etag(i, obj->etag);
         obj->has_mode = i->has_mode;
         obj->has_uid = i->has_uid;
         obj->has_gid = i->has_gid;
-        obj->mode = i->meta_mode;
-        obj->uid = i->meta_uid;
-        obj->gid = i->meta_gid;
+        const struct inode_extra *x = mi_extra_if(i);
+        if (x) {
+            obj->mode = x->meta_mode;
+            obj->uid = x->meta_uid;
+            obj->gid = x->meta_gid;
+            if (x->content_type)
+                om_strlcpy(obj->content_type, x->content_type, sizeof(obj->content_type));
+        }
         obj->has_mtime = i->has_mtime;
-        obj->meta_mtime = i->mtime;
-        om_strlcpy(obj->content_type, i->content_type, sizeof(obj->content_type));
+        obj->meta_mtime = mi_mtime(i);
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -105,42 +113,42 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
         i->pending = false;
         i->meta_known = true;
         i->size = obj->size;
-        i->mtime.tv_sec = obj->mtime;
-        i->mtime.tv_nsec = 0;
+        i->mtime_sec = obj->mtime;
+        i->mtime_nsec = 0;
         i->has_mtime = obj->has_mtime; /* the next metadata change keeps it */
-        if (obj->has_mtime)
-            i->mtime = obj->meta_mtime;
-        om_strlcpy(i->etag, obj->etag, sizeof(i->etag));
-        om_strlcpy(i->cached_etag, obj->etag, sizeof(i->cached_etag));
-        if (obj->has_mode) {
+        if (obj->has_mtime) {
+            i->mtime_sec = obj->meta_mtime.tv_sec;
+            i->mtime_nsec = (uint32_t)obj->meta_mtime.tv_nsec;
+        }
+        mi_inode_set_etag(i, obj->etag);
+        mi_set_cached_etag(i);
+        struct inode_extra *x = obj->has_mode || obj->has_uid || obj->has_gid ? mi_extra(i) : NULL;
+        if (x && obj->has_mode) {
             i->has_mode = true;
-            i->meta_mode = obj->mode;
+            x->meta_mode = obj->mode;
         }
-        if (obj->has_uid) {
+        if (x && obj->has_uid) {
             i->has_uid = true;
-            i->meta_uid = obj->uid;
+            x->meta_uid = obj->uid;
         }
-        if (obj->has_gid) {
+        if (x && obj->has_gid) {
             i->has_gid = true;
-            i->meta_gid = obj->gid;
+            x->meta_gid = obj->gid;
         }
         i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
         if (i->linked)
             mi_dir_changed(i->parent);
-        struct listing *l = i->parent && i->linked ? i->parent->listing : NULL;
+        struct listing *l = i->parent && i->linked ? i->parent->d->listing : NULL;
         if (l) {
-            struct dentry *d = mi_listing_find(l, i->name);
+            struct dentry *d = mi_listing_find(l, mi_name(i));
             if (!d) {
-                mi_listing_add(l, i->name, false, obj->size, obj->mtime, obj->etag);
+                mi_listing_add(l, mi_name(i), false, obj->size, obj->mtime, obj->etag);
             } else if (!d->is_dir) {
                 /* the listing keeps names and sizes; a stale ETag is only a
                  * hint, the inode above is what stat shows */
                 d->size = obj->size;
                 d->mtime = obj->mtime;
-                if (d->etag && strlen(d->etag) >= strlen(obj->etag))
-                    strcpy(d->etag, obj->etag);
-                else if (d->etag)
-                    d->etag[0] = '\0';
+                mi_listing_set_etag(l, d, obj->etag);
             }
         }
     }
@@ -156,7 +164,7 @@ int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct
         return rc;
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, out->ino);
-    *key = i ? strdup(i->key) : NULL;
+    *key = i ? mi_inode_key(i) : NULL;
     pthread_mutex_unlock(&m->lock);
     om_meta_forget(m, out->ino, 1); /* not the kernel's lookup */
     return *key ? 0 : -ENOMEM;
@@ -167,7 +175,7 @@ int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
     int rc = i ? 0 : -ESTALE;
-    if (!rc && !(*key = strdup(i->key)))
+    if (!rc && !(*key = mi_inode_key(i)))
         rc = -ENOMEM;
     if (!rc && out)
         mi_fill_attr(m, i, out);
@@ -185,13 +193,13 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
     if (!rc) {
         mi_apply_object_meta(c, obj);
         c->size = obj->size;
-        om_strlcpy(c->etag, obj->etag, sizeof(c->etag));
+        mi_inode_set_etag(c, obj->etag);
         c->attr_expire_ms = om_now_ms() + OM_MAX(m->cfg.attr_ttl_ms, m->cfg.entry_ttl_ms);
         c->nlookup++;
         mi_fill_attr(m, c, out);
         mi_dir_changed(dir);
-        if (mi_listing_fresh(dir->listing))
-            mi_listing_add(dir->listing, name, is_dir, obj->size, obj->meta_mtime.tv_sec,
+        if (mi_listing_fresh(dir->d->listing))
+            mi_listing_add(dir->d->listing, name, is_dir, obj->size, obj->meta_mtime.tv_sec,
                            obj->etag);
     }
     pthread_mutex_unlock(&m->lock);
@@ -213,7 +221,8 @@ char *om_meta_link_target(struct om_meta *m, uint64_t ino)
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
-    char *t = i && i->link_target ? strdup(i->link_target) : NULL;
+    const struct inode_extra *x = i ? mi_extra_if(i) : NULL;
+    char *t = x && x->link_target ? strdup(x->link_target) : NULL;
     pthread_mutex_unlock(&m->lock);
     return t;
 }
@@ -222,11 +231,13 @@ void om_meta_set_link_target(struct om_meta *m, uint64_t ino, const char *target
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
-    if (i) {
-        free(i->link_target);
-        i->link_target = strdup(target);
-        i->size = strlen(target);
+    struct inode_extra *x = i ? mi_extra(i) : NULL;
+    if (x) {
+        free(x->link_target);
+        x->link_target = strdup(target);
     }
+    if (i)
+        i->size = strlen(target);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -241,28 +252,51 @@ void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
             c->pending = false;
         }
         mi_dir_changed(dir);
-        if (dir->listing)
-            mi_listing_remove(dir->listing, name);
+        if (dir->d->listing)
+            mi_listing_remove(dir->d->listing, name);
     }
     pthread_mutex_unlock(&m->lock);
 }
 
-/* New keys for i and everything below it. */
+/* New keys for directory i and the directories below it (a file's key
+ * follows its directory's). */
 static void rekey(struct inode *i)
 {
-    char *key = NULL;
-    if (asprintf(&key, "%s%s%s", i->parent->key, i->name, i->is_dir ? "/" : "") < 0)
-        return; /* keeps the old key: requests fail visibly, nothing is corrupted */
-    free(i->key);
-    i->key = key;
-    if (i->is_dir)
-        mi_dir_changed(i); /* a listing under way has the old prefix */
-    if (!i->is_dir || !i->children.buckets)
+    if (!i->is_dir)
         return;
-    for (size_t b = 0; b < i->children.nbuckets; b++) {
-        for (struct om_hnode *n = i->children.buckets[b]; n; n = n->next)
-            rekey(om_container_of(n, struct inode, by_name));
+    char *key = NULL;
+    if (asprintf(&key, "%s%s/", i->parent->d->key, mi_name(i)) < 0)
+        return; /* keeps the old key: requests fail visibly, nothing is corrupted */
+    free(i->d->key);
+    i->d->key = key;
+    mi_dir_changed(i); /* a listing under way has the old prefix */
+    for (size_t k = 0; k < i->d->children.cap; k++) {
+        if (i->d->children.slots[k])
+            rekey(i->d->children.slots[k]);
     }
+}
+
+/* Name i newname (at most NAME_MAX_BYTES): in place when it fits, else in
+ * its extra. -ENOMEM leaves the name as it was. */
+static int rename_inode(struct inode *i, const char *newname)
+{
+    size_t len = strlen(newname);
+    struct inode_extra *x = len > i->name_len ? mi_extra(i) : NULL;
+    if (len > i->name_len) {
+        char *nn = x ? strdup(newname) : NULL;
+        if (!nn)
+            return -ENOMEM;
+        free(x->name);
+        x->name = nn;
+        return 0;
+    }
+    x = i->is_dir ? &i->d->x : i->x;
+    if (x) {
+        free(x->name);
+        x->name = NULL;
+    }
+    memcpy(i->name_inline, newname, len + 1);
+    return 0;
 }
 
 void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint64_t newparent,
@@ -280,35 +314,37 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
     struct inode *old = mi_child_get(to, newname);
     if (old && old != c)
         mi_unlink_child(old); /* replaced */
-    struct dentry *d = from->listing ? mi_listing_find(from->listing, name) : NULL;
+    struct listing *fl = from->d->listing, *tl = to->d->listing;
+    struct dentry *d = fl ? mi_listing_find(fl, name) : NULL;
     bool is_dir = c ? c->is_dir : d && d->is_dir;
-    if (mi_listing_fresh(to->listing)) {
-        if (mi_listing_find(to->listing, newname))
-            mi_listing_remove(to->listing, newname);
-        mi_listing_add(to->listing, newname, is_dir, c ? c->size : d ? d->size : 0,
-                       c ? c->mtime.tv_sec : d ? d->mtime : 0, c ? c->etag : d ? d->etag : "");
-    } else if (to->listing) {
-        to->listing->expire_ms = 0; /* stale: fetch again */
+    if (mi_listing_fresh(tl)) {
+        char etag[OM_ETAG_MAX] = "";
+        if (c)
+            mi_inode_etag(c, etag);
+        else if (d)
+            mi_dentry_etag(d, etag);
+        if (mi_listing_find(tl, newname))
+            mi_listing_remove(tl, newname);
+        uint64_t size = c ? c->size : d ? d->size : 0;
+        time_t mtime = c ? (time_t)c->mtime_sec : d ? d->mtime : 0;
+        mi_listing_add(tl, newname, is_dir, size, mtime, etag);
+    } else if (tl) {
+        tl->expire_ms = 0; /* stale: fetch again */
     }
-    if (from->listing)
-        mi_listing_remove(from->listing, name);
+    if (fl)
+        mi_listing_remove(fl, name);
     if (c) {
-        char *nn = strdup(newname);
-        if (nn) {
-            mi_unlink_child(c);
-            free(c->name);
-            c->name = nn;
+        mi_unlink_child(c);
+        if (rename_inode(c, newname) == 0) {
             if (to != from) {
                 to->refs++;
                 c->parent = to;
                 mi_inode_unref(m, from); /* the reference c held */
             }
-            om_htable_insert(&to->children, &c->by_name, mi_name_hash(nn));
-            c->linked = true;
+            mi_link_child(c); /* -ENOMEM: as below */
             rekey(c);
-        } else {
-            mi_unlink_child(c); /* forgotten: a later lookup finds it again */
         }
+        /* else forgotten: a later lookup finds it again */
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -318,11 +354,10 @@ bool om_meta_has_pending(struct om_meta *m, uint64_t ino)
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
     bool pending = false;
-    if (i && i->is_dir && i->children.buckets) {
-        for (size_t b = 0; b < i->children.nbuckets && !pending; b++) {
-            for (struct om_hnode *n = i->children.buckets[b]; n && !pending; n = n->next)
-                pending = om_container_of(n, struct inode, by_name)->pending;
-        }
+    if (i && i->is_dir) {
+        const struct mi_table *t = &i->d->children;
+        for (size_t k = 0; k < t->cap && !pending; k++)
+            pending = t->slots[k] && t->slots[k]->pending;
     }
     pthread_mutex_unlock(&m->lock);
     return pending;

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "objmount/hash.h"
@@ -18,63 +19,129 @@
 
 struct listing;
 
-struct inode {
-    struct om_hnode by_ino;  /* in m->inodes */
-    struct om_hnode by_name; /* in parent->children when linked */
-    uint64_t ino;
-    struct inode *parent;
-    char *name;
-    char *key; /* full object key; directories end with '/', the root is the prefix */
-    bool is_dir;
-    bool linked;
-    /* Its type changed under the kernel's inode (a file that turned out a
-     * symlink): answers ESTALE until forgotten; the name gets a new inode. */
-    bool retired;
-    uint64_t nlookup;
-    uint32_t refs; /* open handles, and one per child that points here */
-    /* attributes */
-    uint64_t size;
-    struct timespec mtime;
-    char etag[OM_ETAG_MAX];
-    bool has_mode, has_uid, has_gid;
-    uint32_t meta_mode, meta_uid, meta_gid;
-    uint64_t attr_expire_ms;
-    bool pending; /* created through the mount, not stored yet */
-    bool has_mtime;  /* mtime comes from x-amz-meta-mtime */
-    bool meta_known; /* mode/owner/type come from the object (HEAD, or made here) */
-    char *link_target;        /* symlinks, once read */
-    char content_type[128];   /* when a HEAD told it */
-    char cached_etag[OM_ETAG_MAX]; /* what the kernel page cache holds */
-    /* directories */
-    struct om_htable children;
+/* How an ETag is stored: the usual forms as 16 bytes (a plain MD5 in
+ * lowercase hex; md5-N of a multipart upload, N without leading zeros and
+ * at most 65535), anything else as text. The text form round-trips exactly. */
+enum mi_etag_kind {
+    MI_ETAG_NONE = 0, /* empty or unknown */
+    MI_ETAG_MD5,
+    MI_ETAG_MULTI,
+    MI_ETAG_TEXT,
+};
+
+/* The kind of etag (NULL is MI_ETAG_NONE); for MD5 and MULTI, md5 and parts
+ * receive the binary form. */
+enum mi_etag_kind mi_etag_parse(const char *etag, uint8_t md5[16], uint16_t *parts);
+/* The text of a binary ETag (MD5 or MULTI) into out. */
+void mi_etag_format(enum mi_etag_kind kind, const uint8_t md5[16], uint16_t parts,
+                    char out[OM_ETAG_MAX]);
+
+/* Inodes found by number or by name: open addressing, linear probing, at
+ * most 3/4 full (src/meta_table.c). */
+struct mi_table {
+    struct inode **slots;
+    size_t cap; /* a power of two, or 0 */
+    size_t n;
+};
+
+/* Returns 0 or -ENOMEM. */
+int mi_table_init(struct mi_table *t, size_t initial);
+void mi_table_destroy(struct mi_table *t);
+struct inode *mi_table_ino(const struct mi_table *t, uint64_t ino);
+struct inode *mi_table_name(const struct mi_table *t, const char *name);
+/* Add i, keyed by its number or by its name (which must not change while
+ * it is in t). -ENOMEM only when t is full and cannot grow. */
+int mi_table_add(struct mi_table *t, struct inode *i, bool by_name);
+void mi_table_del(struct mi_table *t, struct inode *i, bool by_name);
+
+/* What few inodes need: s3fs metadata, HEAD-only fields, kept text. */
+struct inode_extra {
+    uint32_t meta_mode, meta_uid, meta_gid; /* valid when has_mode/has_uid/has_gid */
+    char *link_target;                      /* symlinks, once read */
+    char *content_type;                     /* when a HEAD told it */
+    /* what the kernel page cache holds, when not the inode's ETag
+     * (cached_is_etag); NULL is "" */
+    char *cached_etag;
+    char *key;  /* a file unlinked from its name: the key it had */
+    char *name; /* renamed to a name longer than the inline one */
+};
+
+/* What only directories have. */
+struct inode_dir {
+    struct inode_extra x;
+    char *key; /* ends with '/'; the root's is the prefix */
+    struct mi_table children; /* by name, the linked ones */
     struct listing *listing; /* complete, installed */
-    bool slurping;           /* a background listing is being fetched */
-    bool slurp_first_page;   /* ... and its first page has arrived */
-    uint32_t slurp_pages;    /* ... pages so far */
+    uint64_t slurp_retry_ms; /* no new background listing before this */
+    uint32_t slurp_pages;    /* pages of the background listing so far */
     /* Bumped by every change made through the mount to the directory's
      * names: a listing fetched across a change is not installed (it would
      * bring back a removed name or hide a created one). */
     uint32_t gen;
-    bool walk_queued;        /* waiting in m->walk (holds a reference) */
-    uint64_t slurp_retry_ms; /* no new one before this */
+    bool slurping;         /* a background listing is being fetched */
+    bool slurp_first_page; /* ... and its first page has arrived */
+    bool walk_queued;      /* waiting in m->walk (holds a reference) */
 };
 
-struct dentry {
-    struct om_hnode node;
-    bool is_dir;
-    bool gone; /* removed through the mount; readdir skips it */
-    size_t idx; /* position in the listing */
+/* One per name the kernel knows (and per directory on the way). Files own
+ * no key: it is their directory's key and their name (mi_inode_key). */
+struct inode {
+    uint64_t ino;
+    struct inode *parent;
+    uint64_t nlookup;
     uint64_t size;
-    time_t mtime;
-    char *etag; /* NULL for directories */
-    char name[];
+    int64_t mtime_sec;
+    uint64_t attr_expire_ms;
+    union {
+        struct inode_extra *x; /* files: NULL until needed */
+        struct inode_dir *d;   /* directories: always */
+    };
+    union {
+        uint8_t md5[16];
+        char *text; /* MI_ETAG_TEXT, owned */
+    } etag;
+    uint32_t refs; /* open handles, and one per child that points here */
+    uint32_t mtime_nsec;
+    uint16_t etag_parts;
+    uint16_t is_dir : 1;
+    uint16_t linked : 1; /* in parent->d->children */
+    /* Its type changed under the kernel's inode (a file that turned out a
+     * symlink): answers ESTALE until forgotten; the name gets a new inode. */
+    uint16_t retired : 1;
+    uint16_t pending : 1;    /* created through the mount, not stored yet */
+    uint16_t has_mtime : 1;  /* mtime comes from x-amz-meta-mtime */
+    uint16_t meta_known : 1; /* mode/owner/type come from the object (HEAD, or made here) */
+    uint16_t has_mode : 1, has_uid : 1, has_gid : 1; /* values in the extra */
+    uint16_t cached_is_etag : 1;                     /* the kernel page cache holds this ETag */
+    uint16_t etag_kind : 2;
+    uint8_t name_len;   /* room of the inline name without its NUL (at most 255) */
+    char name_inline[]; /* the name as created; see mi_name() */
+};
+
+/* A listed name. Entries live in their listing's arena and are freed with
+ * it. */
+struct dentry {
+    uint64_t size;
+    int64_t mtime;
+    uint8_t md5[16]; /* MI_ETAG_MD5, MI_ETAG_MULTI */
+    uint16_t etag_parts;
+    uint8_t is_dir : 1;
+    uint8_t gone : 1; /* removed through the mount; readdir skips it */
+    uint8_t etag_kind : 2;
+    uint8_t etag_room; /* MI_ETAG_TEXT: bytes after the name kept for the text */
+    char name[];       /* then, for MI_ETAG_TEXT, the ETag's text */
 };
 
 struct listing {
     int refs;
-    struct dentry **v;
+    struct dentry **v; /* in listing order */
     size_t n, cap;
-    struct om_htable index;
+    /* open addressing on the name's hash: entry number + 1, 0 when free */
+    uint32_t *index;
+    size_t index_cap; /* a power of two */
+    /* the arena: chunks linked through their first word */
+    void *chunks;
+    size_t chunk_used, chunk_cap;
     bool complete;
     uint64_t expire_ms;
     char *token; /* continuation token of the next page */
@@ -96,7 +163,7 @@ struct om_meta {
     struct om_meta_config cfg;
     char *prefix;
     pthread_mutex_t lock;
-    struct om_htable inodes;
+    struct mi_table inodes; /* by number */
     uint64_t next_ino;
     struct inode *root;
     struct timespec mount_time;
@@ -115,9 +182,36 @@ struct om_meta {
 /* A name in dir was made, changed or removed through the mount. */
 static inline void mi_dir_changed(struct inode *dir)
 {
-    if (dir)
-        dir->gen++;
+    if (dir && dir->is_dir)
+        dir->d->gen++;
 }
+
+static inline const char *mi_name(const struct inode *i)
+{
+    const char *longer = i->is_dir ? i->d->x.name : i->x ? i->x->name : NULL;
+    return longer ? longer : i->name_inline;
+}
+
+/* The extra of i, allocated when missing; NULL on ENOMEM. */
+struct inode_extra *mi_extra(struct inode *i);
+/* The extra of i when it has one. */
+static inline const struct inode_extra *mi_extra_if(const struct inode *i)
+{
+    return i->is_dir ? &i->d->x : i->x;
+}
+
+/* The object key of i (caller frees; directories end with '/'); NULL on
+ * ENOMEM. */
+char *mi_inode_key(const struct inode *i);
+/* i's ETag as text into out ("" when unknown). */
+void mi_inode_etag(const struct inode *i, char out[OM_ETAG_MAX]);
+/* Set i's ETag (NULL or "" clears it). A text ETag that cannot be stored
+ * (ENOMEM) leaves it unknown. */
+void mi_inode_set_etag(struct inode *i, const char *etag);
+/* The listed ETag of d as text into out ("" for directories). */
+void mi_dentry_etag(const struct dentry *d, char out[OM_ETAG_MAX]);
+/* Set d's ETag; false (d unchanged) for a text longer than d's room. */
+bool mi_dentry_set_etag(struct dentry *d, const char *etag);
 
 #define WALK_PARALLEL 8
 #define WALK_AHEAD 64 /* subdirectories queued past the one being opened */
@@ -145,6 +239,11 @@ static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
 struct listing *mi_listing_new(void);
 void mi_listing_put(struct listing *l);
 struct dentry *mi_listing_find(const struct listing *l, const char *name);
+/* Set the ETag of l's entry d: the entry (d, or a new record in d's place
+ * when the text needs more room; ENOMEM leaves the ETag unknown). */
+struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag);
+/* The entry number of name in l, or -1. */
+long mi_listing_pos(const struct listing *l, const char *name);
 int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
                    const char *etag);
 bool mi_listing_fresh(const struct listing *l);
@@ -166,6 +265,7 @@ struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
 int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
               bool for_open);
 struct inode *mi_child_get(struct inode *dir, const char *name);
+/* Unlink i from its name; a file keeps the key it had. */
 void mi_unlink_child(struct inode *i);
 void mi_inode_free(struct om_meta *m, struct inode *i);
 void mi_inode_unref(struct om_meta *m, struct inode *i);
@@ -173,9 +273,17 @@ struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *
 struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *name, bool is_dir);
 void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t mtime,
                        const char *etag);
+/* The kernel page cache now holds i's ETag. */
+void mi_set_cached_etag(struct inode *i);
+struct timespec mi_mtime(const struct inode *i);
+/* mi_set_file_attrs from a listing entry. */
+void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
+/* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
+int mi_link_child(struct inode *i);
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
 /* Mode, owner and (when stored) mtime of an object into i; a missing mtime
- * keeps what i had. */
+ * keeps what i had. Without memory for the values (ENOMEM) the defaults
+ * show. */
 void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o);
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);

@@ -4,11 +4,13 @@
  *   cc -I include -I src -I build $(pkg-config --cflags fuse3) \
  *      tools/bench/meta_sizes.c -o meta_sizes && ./meta_sizes NAME_LEN KEY_LEN ETAG_LEN
  *
- * Prints one JSON object: sizeof of struct inode, dentry, listing, om_hnode,
- * and the glibc chunk (usable size + the 8-byte header) of each allocation
- * objmount makes per listed file (src/meta.c mi_inode_new, src/listing.c
- * mi_listing_add) for a name, key and ETag of the given lengths (a file's key
- * is allocated with 2 bytes more than its length: parent key + name + 2). */
+ * Prints one JSON object: sizeof of struct inode, dentry, listing,
+ * inode_dir, inode_extra, and what objmount allocates per listed file
+ * (src/meta.c inode_alloc: one glibc chunk, usable size + the 8-byte
+ * header, for the inode with its name inline; src/listing.c entry_new: the
+ * entry in the listing's arena, 8-byte aligned, with the ETag as 16 bytes
+ * when it is an MD5, else its text after the name). A file has no key of
+ * its own (KEY_LEN is accepted and unused). */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,17 +31,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s NAME_LEN KEY_LEN ETAG_LEN\n", argv[0]);
         return 2;
     }
-    size_t name = strtoul(argv[1], NULL, 10), key = strtoul(argv[2], NULL, 10),
-           etag = strtoul(argv[3], NULL, 10);
-    printf("{\"sizeof_inode\": %zu, \"sizeof_dentry\": %zu, \"sizeof_listing\": %zu, "
-           "\"sizeof_hnode\": %zu, \"inode_etag_field\": %zu, \"inode_cached_etag_field\": %zu, "
-           "\"inode_content_type_field\": %zu, \"sizeof_htable\": %zu, "
-           "\"chunk_inode\": %zu, \"chunk_name\": %zu, \"chunk_key\": %zu, "
-           "\"chunk_dentry\": %zu}\n",
-           sizeof(struct inode), sizeof(struct dentry), sizeof(struct listing),
-           sizeof(struct om_hnode), sizeof(((struct inode *)0)->etag),
-           sizeof(((struct inode *)0)->cached_etag), sizeof(((struct inode *)0)->content_type),
-           sizeof(struct om_htable), chunk(sizeof(struct inode)), chunk(name + 1),
-           chunk(key + 2), chunk(sizeof(struct dentry) + name + 1 + etag + 1));
+    size_t name = strtoul(argv[1], NULL, 10), etag = strtoul(argv[3], NULL, 10);
+    size_t etag_text = etag == 32 ? 0 : etag + 1; /* a plain MD5 is kept as 16 bytes */
+    size_t entry = (offsetof(struct dentry, name) + name + 1 + etag_text + 7) & ~(size_t)7;
+    printf("{\"sizeof_inode\": %zu, \"inode_name_offset\": %zu, \"sizeof_dentry\": %zu, "
+           "\"dentry_name_offset\": %zu, \"sizeof_listing\": %zu, \"sizeof_inode_dir\": %zu, "
+           "\"sizeof_inode_extra\": %zu, \"chunk_inode\": %zu, \"arena_dentry\": %zu}\n",
+           sizeof(struct inode), offsetof(struct inode, name_inline), sizeof(struct dentry),
+           offsetof(struct dentry, name), sizeof(struct listing), sizeof(struct inode_dir),
+           sizeof(struct inode_extra), chunk(offsetof(struct inode, name_inline) + name + 1),
+           entry);
     return 0;
 }

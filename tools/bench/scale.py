@@ -307,10 +307,19 @@ def ls_case(args, work, logdir, results):
 
 # -- where objmount's bytes per key go -------------------------------------------------
 def pow2_at_least(n, initial):
-    """Slots of an om_htable (or cap of a listing's array) after n inserts:
-    it doubles from initial while full (src/hash.c, src/listing.c)."""
+    """Capacity of a doubling array after n inserts (from initial)."""
     c = initial
     while c < n:
+        c *= 2
+    return c
+
+
+def pow2_load(n, initial):
+    """Slots of an open-addressing table after n inserts: it doubles from
+    initial to stay at most 3/4 full (src/meta_table.c, the listing's index
+    in src/listing.c)."""
+    c = initial
+    while n * 4 > c * 3:
         c *= 2
     return c
 
@@ -350,27 +359,22 @@ def breakdown(args, work, r):
     except (OSError, subprocess.SubprocessError, ValueError, IndexError, KeyError) as e:
         return {"error": "meta_sizes.c: %s" % e}
     inodes = r.get("inodes") or n
-    slot = 8  # a bucket is one pointer
     rows = [
-        ("struct inode (%d B: %d of them etag[], %d cached_etag[], %d content_type[])"
-         % (z["sizeof_inode"], z["inode_etag_field"], z["inode_cached_etag_field"],
-            z["inode_content_type_field"]), z["chunk_inode"]),
-        ("inode name, strdup (%d B)" % (name_len + 1), z["chunk_name"]),
-        ("inode key, parent key + name + 2 (%d B)" % (key_len + 2), z["chunk_key"]),
-        ("listing entry, struct dentry (%d B) + name + ETag text (%d B)"
-         % (z["sizeof_dentry"], z["sizeof_dentry"] + name_len + 1 + 33), z["chunk_dentry"]),
-        ("listing's array of entries (8 B, capacity doubled from 64)",
-         slot * pow2_at_least(per_dir, 64) / per_dir),
-        ("listing's name index (hash slots, from 64)", slot * pow2_at_least(per_dir, 64) / per_dir),
-        ("directory's children (hash slots, from 16)", slot * pow2_at_least(per_dir, 16) / per_dir),
-        ("the mount's inode table (hash slots, from 1024; %d inodes)" % inodes,
-         slot * pow2_at_least(inodes, 1024) / n),
+        ("struct inode with its name inline (%d B + %d B)"
+         % (z["inode_name_offset"], name_len + 1), z["chunk_inode"]),
+        ("listing entry in the listing's arena (%d B + name, ETag as 16 bytes)"
+         % z["dentry_name_offset"], z["arena_dentry"]),
+        ("listing's array of entries (8 B, trimmed when installed)", 8),
+        ("listing's name index (4 B slots, at most 3/4 full, from 16)",
+         4 * pow2_load(per_dir, 16) / per_dir),
+        ("directory's children (8 B slots, at most 3/4 full, from 16)",
+         8 * pow2_load(per_dir, 16) / per_dir),
+        ("the mount's inode table (8 B slots, at most 3/4 full, from 1024; %d inodes)" % inodes,
+         8 * pow2_load(inodes, 1024) / n),
     ]
     model = sum(v for _, v in rows)
-    etag_text = 33 + z["inode_etag_field"] + z["inode_cached_etag_field"]
     return {"sizes": z, "rows": [[k, round(v, 1)] for k, v in rows], "model": round(model, 1),
-            "measured": r["bytes_per_key"], "rest": round(r["bytes_per_key"] - model, 1),
-            "etag_text_bytes": etag_text}
+            "measured": r["bytes_per_key"], "rest": round(r["bytes_per_key"] - model, 1)}
 
 
 # -- hook: manifest start time -----------------------------------------------------------
