@@ -388,11 +388,25 @@ bool mi_valid_name(const char *name)
            !strchr(name, '/');
 }
 
-/* Answer from what is cached. Returns 1 when answered (rc in *rc), 0 when a
- * request is needed, 2 when the name is known to be an object whose
- * metadata needs a HEAD. Caller holds m->lock. */
-static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
-                         struct om_attr *out, int *rc)
+/* What the cache knows of a name being looked up. */
+enum cached_answer {
+    /* Nothing fresh: ask the server (om_s3_lookup: a HEAD of the object and
+     * a LIST of "name/", at once). */
+    CACHED_UNKNOWN,
+    /* Answered: *rc is 0 (out filled, one kernel lookup counted) or the
+     * error (-ENOENT from a fresh complete listing, -ENOMEM). */
+    CACHED_ANSWERED,
+    /* A fresh listing shows an object by that name, but its mode, owner and
+     * type (x-amz-meta-*) are still to be read: HEAD the object only. */
+    CACHED_OBJECT_NEEDS_HEAD,
+    /* A fresh listing shows a directory by that name whose metadata is
+     * still to be read: HEAD its marker only. */
+    CACHED_DIR_NEEDS_HEAD,
+};
+
+/* Answer from what is cached. Caller holds m->lock. */
+static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
+                                        struct om_attr *out, int *rc)
 {
     struct inode *c = mi_child_get(dir, name);
     uint64_t now = om_now_ms();
@@ -414,15 +428,15 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
         if (!d || d->gone) {
             m->st.lookups_negative++;
             *rc = -ENOENT;
-            return 1;
+            return CACHED_ANSWERED;
         }
         struct inode *known = mi_child_get(dir, name);
         if (want_meta && !(known && known->meta_known && known->is_dir == d->is_dir))
-            return d->is_dir ? 3 : 2; /* its metadata (mode, owner, type) needs a HEAD */
+            return d->is_dir ? CACHED_DIR_NEEDS_HEAD : CACHED_OBJECT_NEEDS_HEAD;
         c = mi_child_for(m, dir, name, d->is_dir);
         if (!c) {
             *rc = -ENOMEM;
-            return 1;
+            return CACHED_ANSWERED;
         }
         if (!d->is_dir)
             mi_set_listed_attrs(m, c, d);
@@ -430,11 +444,11 @@ static int lookup_cached(struct om_meta *m, struct inode *dir, const char *name,
             c->attr_expire_ms = now + m->cfg.entry_ttl_ms;
     }
     if (!c)
-        return 0;
+        return CACHED_UNKNOWN;
     c->nlookup++;
     mi_fill_attr(m, c, out);
     *rc = 0;
-    return 1;
+    return CACHED_ANSWERED;
 }
 
 /* A directory's metadata from its marker (dirkey ends with '/'); an absent
@@ -506,8 +520,8 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
         return dir ? -ENOTDIR : -ESTALE;
     }
     int rc;
-    int hit = lookup_cached(m, dir, name, out, &rc);
-    if (hit == 0) {
+    enum cached_answer hit = lookup_cached(m, dir, name, out, &rc);
+    if (hit == CACHED_UNKNOWN) {
         /* List the whole directory once rather than ask for each name: wait
          * for the listing's first page; a one-page directory then answers
          * every lookup, a larger one keeps listing in the background while
@@ -518,12 +532,12 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
             pthread_cond_wait(&m->slurp_cond, &m->lock);
         hit = lookup_cached(m, dir, name, out, &rc);
     }
-    if (hit == 1) {
+    if (hit == CACHED_ANSWERED) {
         m->st.lookups_cached++;
         pthread_mutex_unlock(&m->lock);
         return rc;
     }
-    bool object_only = hit == 2, dir_only = hit == 3;
+    bool object_only = hit == CACHED_OBJECT_NEEDS_HEAD, dir_only = hit == CACHED_DIR_NEEDS_HEAD;
     uint64_t listed_size = 0;
     char listed_etag[OM_ETAG_MAX] = "";
     if (object_only) {
