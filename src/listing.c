@@ -22,12 +22,14 @@ uint64_t mi_name_hash(const char *name)
     return om_hash_bytes(name, strlen(name));
 }
 
-struct listing *mi_listing_new(void)
+struct listing *mi_listing_new(struct om_meta *m)
 {
     struct listing *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL;
     l->refs = 1;
+    l->mem = m ? &m->mem : NULL;
+    mi_mem_charge(l->mem, l);
     return l;
 }
 
@@ -37,13 +39,13 @@ void mi_listing_put(struct listing *l)
         return;
     for (void *c = l->chunks; c;) {
         void *next = *(void **)c;
-        free(c);
+        mi_mem_free(l->mem, c);
         c = next;
     }
-    free(l->v);
-    free(l->index);
+    mi_mem_free(l->mem, l->v);
+    mi_mem_free(l->mem, l->index);
     free(l->token);
-    free(l);
+    mi_mem_free(l->mem, l);
 }
 
 #define ARENA_ALIGN 8
@@ -62,6 +64,7 @@ static void *arena_alloc(struct listing *l, size_t len)
         void *c = malloc(cap);
         if (!c)
             return NULL;
+        mi_mem_charge(l->mem, c);
         *(void **)c = l->chunks;
         l->chunks = c;
         l->chunk_cap = cap;
@@ -95,6 +98,7 @@ static int index_reserve(struct listing *l)
     uint32_t *index = calloc(cap, sizeof(*index));
     if (!index)
         return -ENOMEM;
+    mi_mem_charge(l->mem, index);
     uint32_t *old = l->index;
     size_t oldcap = l->index_cap;
     l->index = index;
@@ -103,7 +107,7 @@ static int index_reserve(struct listing *l)
         if (old[k])
             l->index[index_slot(l, l->v[old[k] - 1]->name)] = old[k];
     }
-    free(old);
+    mi_mem_free(l->mem, old);
     return 0;
 }
 
@@ -197,9 +201,12 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
      * slot, the old one stays (gone) at its position */
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
+        size_t was = mi_mem_size(l->v);
         struct dentry **v = realloc(l->v, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
+        __atomic_sub_fetch(l->mem, was, __ATOMIC_RELAXED);
+        mi_mem_charge(l->mem, v);
         l->v = v;
         l->cap = cap;
     }
@@ -251,15 +258,23 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
     l->expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
     if (l->cap > l->n && l->n > 0) {
         /* complete: names are seldom added now */
+        size_t was = mi_mem_size(l->v);
         struct dentry **v = realloc(l->v, l->n * sizeof(*v));
         if (v) {
+            __atomic_sub_fetch(l->mem, was, __ATOMIC_RELAXED);
+            mi_mem_charge(l->mem, v);
             l->v = v;
             l->cap = l->n;
         }
     }
+    if (dir->d->listing)
+        mi_lru_remove(m, dir->d->listing);
     mi_listing_put(dir->d->listing);
     dir->d->listing = l;
+    l->dir = dir;
+    mi_lru_touch(m, l);
     m->st.list_entries += l->n;
+    mi_budget_check(m);
 }
 
 static void *slurp_main(void *arg)
@@ -267,7 +282,7 @@ static void *slurp_main(void *arg)
     struct slurp *j = arg;
     struct om_meta *m = j->m;
     struct inode *dir = j->dir;
-    struct listing *l = mi_listing_new();
+    struct listing *l = mi_listing_new(m);
     int rc = l ? 0 : -ENOMEM;
     char *token = NULL;
     uint64_t pages = 0;
@@ -285,6 +300,7 @@ static void *slurp_main(void *arg)
             rc = -EFBIG;
         pthread_mutex_lock(&m->lock);
         m->st.list_pages++;
+        mi_budget_check(m);
         done = !rc && !token;
         dir->d->slurp_pages++;
         /* Stop when unmounting; when a name changed through the mount since
@@ -430,6 +446,7 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
         rc = -ENOTDIR;
     if (!rc) {
         i->refs++;
+        i->d->opens++;
         d->dir = i;
         if (i->parent)
             mi_walk_ahead(m, i->parent, i);
@@ -441,16 +458,18 @@ int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
         if (mi_listing_fresh(i->d->listing)) {
             d->l = i->d->listing;
             d->l->refs++;
+            mi_lru_touch(m, d->l);
             d->l->read_by_handle = true;
             if (d->l->from_walk) {
                 d->l->from_walk = false;
                 m->st.walk_listings_used++;
             }
         } else {
-            d->l = mi_listing_new();
+            d->l = mi_listing_new(m);
             d->building = true;
             d->gen = i->d->gen;
             if (!d->l) {
+                i->d->opens--;
                 mi_inode_unref(m, i);
                 rc = -ENOMEM;
             }
@@ -514,6 +533,7 @@ static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
         l->complete = true;
     pthread_mutex_lock(&m->lock);
     m->st.list_pages++;
+    mi_budget_check(m);
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -591,6 +611,19 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                  * -type and the like ask (lstat), not trust DT_REG */
                 a.mode = e->is_dir ? S_IFDIR : 0;
                 full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
+            } else if (plus && !e->is_dir && !known && mi_under_pressure(m)) {
+                /* past the budget's low watermark: no inode the kernel would
+                 * hold. Node id 0 makes the kernel keep neither an inode nor
+                 * a lookup count (fuse_direntplus_link); d_type still says
+                 * DT_REG, and a stat looks the name up, answered from this
+                 * listing (told_plain) */
+                memset(&a, 0, sizeof(a));
+                a.mode = S_IFREG;
+                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
+                if (!full) {
+                    e->told_plain = true;
+                    m->st.entries_without_inode++;
+                }
             } else if (plus) {
                 struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);
                 if (!c) {
@@ -604,9 +637,10 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                     c->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
                 mi_fill_attr(m, c, &a);
                 full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
-                if (!full)
+                if (!full) {
                     c->nlookup++;
-                else if (c->nlookup == 0 && c->refs == 0) {
+                    c->recent = true;
+                } else if (c->nlookup == 0 && c->refs == 0) {
                     struct inode *parent = c->parent;
                     mi_inode_free(m, c);
                     mi_inode_unref(m, parent);
@@ -632,6 +666,7 @@ void om_meta_releasedir(struct om_meta *m, struct om_dirh *d)
 {
     pthread_mutex_lock(&m->lock);
     mi_listing_put(d->l);
+    d->dir->d->opens--;
     mi_inode_unref(m, d->dir);
     pthread_mutex_unlock(&m->lock);
     free(d);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +29,19 @@ struct inode *mi_child_get(struct inode *dir, const char *name)
     return dir->is_dir ? mi_table_name(&dir->d->children, name) : NULL;
 }
 
-struct inode_extra *mi_extra(struct inode *i)
+size_t mi_mem_size(const void *p)
+{
+    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
+struct inode_extra *mi_extra(struct om_meta *m, struct inode *i)
 {
     if (i->is_dir)
         return &i->d->x;
-    if (!i->x)
+    if (!i->x) {
         i->x = calloc(1, sizeof(*i->x));
+        mi_mem_charge(&m->mem, i->x);
+    }
     return i->x;
 }
 
@@ -57,20 +65,20 @@ static void unlink_node(struct inode *i)
     }
 }
 
-int mi_link_child(struct inode *i)
+int mi_link_child(struct om_meta *m, struct inode *i)
 {
     int rc = mi_table_add(&i->parent->d->children, i, true);
     if (rc)
         return rc;
     if (!i->is_dir && i->x) {
-        free(i->x->key);
+        mi_mem_free(&m->mem, i->x->key);
         i->x->key = NULL;
     }
     i->linked = true;
     return 0;
 }
 
-void mi_unlink_child(struct inode *i)
+void mi_unlink_child(struct om_meta *m, struct inode *i)
 {
     if (!i->linked)
         return;
@@ -78,9 +86,10 @@ void mi_unlink_child(struct inode *i)
         /* its key stays what it was, whatever later happens to the parent's
          * (ENOMEM: it follows the parent's) */
         char *key = mi_inode_key(i);
-        struct inode_extra *x = key ? mi_extra(i) : NULL;
+        struct inode_extra *x = key ? mi_extra(m, i) : NULL;
         if (x) {
-            free(x->key);
+            mi_mem_free(&m->mem, x->key);
+            mi_mem_charge(&m->mem, key);
             x->key = key;
         } else {
             free(key);
@@ -89,31 +98,34 @@ void mi_unlink_child(struct inode *i)
     unlink_node(i);
 }
 
-static void extra_free(struct inode_extra *x)
+static void extra_free(uint64_t *mem, struct inode_extra *x)
 {
-    free(x->link_target);
-    free(x->content_type);
-    free(x->cached_etag);
-    free(x->key);
-    free(x->name);
+    mi_mem_free(mem, x->link_target);
+    mi_mem_free(mem, x->content_type);
+    mi_mem_free(mem, x->cached_etag);
+    mi_mem_free(mem, x->key);
+    mi_mem_free(mem, x->name);
 }
 
 /* Free what i owns and i, unlinked from nothing. */
-static void inode_release(struct inode *i)
+static void inode_release(struct om_meta *m, struct inode *i)
 {
+    uint64_t *mem = &m->mem;
     if (i->etag_kind == MI_ETAG_TEXT)
-        free(i->etag.text);
+        mi_mem_free(mem, i->etag.text);
     if (i->is_dir) {
+        if (i->d->listing)
+            mi_lru_remove(m, i->d->listing);
         mi_listing_put(i->d->listing);
         mi_table_destroy(&i->d->children);
-        extra_free(&i->d->x);
-        free(i->d->key);
-        free(i->d);
+        extra_free(mem, &i->d->x);
+        mi_mem_free(mem, i->d->key);
+        mi_mem_free(mem, i->d);
     } else if (i->x) {
-        extra_free(i->x);
-        free(i->x);
+        extra_free(mem, i->x);
+        mi_mem_free(mem, i->x);
     }
-    free(i);
+    mi_mem_free(mem, i);
 }
 
 void mi_inode_free(struct om_meta *m, struct inode *i);
@@ -136,12 +148,13 @@ void mi_inode_free(struct om_meta *m, struct inode *i)
     unlink_node(i);
     mi_table_del(&m->inodes, i, false);
     m->st.inodes--;
-    inode_release(i);
+    inode_release(m, i);
 }
 
 /* An inode named name (at most NAME_MAX_BYTES), unlinked; directories get
  * their key. NULL on ENOMEM. */
-static struct inode *inode_alloc(const char *name, bool is_dir, const char *key)
+static struct inode *inode_alloc(struct om_meta *m, const char *name, bool is_dir,
+                                 const char *key)
 {
     size_t nlen = strlen(name);
     struct inode *i = calloc(1, offsetof(struct inode, name_inline) + nlen + 1);
@@ -150,16 +163,19 @@ static struct inode *inode_alloc(const char *name, bool is_dir, const char *key)
     memcpy(i->name_inline, name, nlen + 1);
     i->name_len = (uint8_t)nlen;
     i->is_dir = is_dir;
+    mi_mem_charge(&m->mem, i);
     if (!is_dir)
         return i;
     i->d = calloc(1, sizeof(*i->d));
-    if (!i->d || !(i->d->key = strdup(key)) || mi_table_init(&i->d->children, 16)) {
+    if (!i->d || !(i->d->key = strdup(key)) || mi_table_init(&i->d->children, 16, &m->mem)) {
         if (i->d)
             free(i->d->key);
         free(i->d);
-        free(i);
+        mi_mem_free(&m->mem, i);
         return NULL;
     }
+    mi_mem_charge(&m->mem, i->d);
+    mi_mem_charge(&m->mem, i->d->key);
     return i;
 }
 
@@ -169,24 +185,26 @@ struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *
     char *key = NULL;
     if (is_dir && asprintf(&key, "%s%s/", parent->d->key, name) < 0)
         return NULL;
-    struct inode *i = inode_alloc(name, is_dir, key);
+    struct inode *i = inode_alloc(m, name, is_dir, key);
     free(key);
     if (!i)
         return NULL;
     i->ino = m->next_ino;
     i->parent = parent;
+    i->recent = true;
     if (mi_table_add(&m->inodes, i, false)) {
-        inode_release(i);
+        inode_release(m, i);
         return NULL;
     }
-    if (mi_link_child(i)) {
+    if (mi_link_child(m, i)) {
         mi_table_del(&m->inodes, i, false);
-        inode_release(i);
+        inode_release(m, i);
         return NULL;
     }
     m->next_ino++;
     parent->refs++;
     m->st.inodes++;
+    mi_budget_check(m);
     return i;
 }
 
@@ -197,7 +215,7 @@ struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *nam
     if (c && c->is_dir == is_dir)
         return c;
     if (c) {
-        mi_unlink_child(c); /* the name changed type; the old inode lives until forgotten */
+        mi_unlink_child(m, c); /* the name changed type; the old inode lives until forgotten */
         c->retired = true;
         if (c->nlookup == 0 && c->refs == 0) {
             struct inode *parent = c->parent;
@@ -214,7 +232,7 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
     i->size = size;
     i->mtime_sec = mtime;
     i->mtime_nsec = 0;
-    mi_inode_set_etag(i, etag);
+    mi_inode_set_etag(m, i, etag);
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
@@ -236,11 +254,11 @@ void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
-void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o)
+void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
 {
     i->meta_known = true;
     bool any = o->has_mode || o->has_uid || o->has_gid;
-    struct inode_extra *x = any || mi_extra_if(i) ? mi_extra(i) : NULL;
+    struct inode_extra *x = any || mi_extra_if(i) ? mi_extra(m, i) : NULL;
     i->has_mode = x && o->has_mode;
     i->has_uid = x && o->has_uid;
     i->has_gid = x && o->has_gid;
@@ -259,19 +277,20 @@ void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o)
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
 {
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
-    struct inode_extra *x = o->content_type[0] || mi_extra_if(i) ? mi_extra(i) : NULL;
+    struct inode_extra *x = o->content_type[0] || mi_extra_if(i) ? mi_extra(m, i) : NULL;
     if (x) {
-        free(x->content_type);
+        mi_mem_free(&m->mem, x->content_type);
         x->content_type = o->content_type[0] ? strndup(o->content_type, 127) : NULL;
+        mi_mem_charge(&m->mem, x->content_type);
     }
     i->has_mtime = false;
-    mi_apply_object_meta(i, o);
+    mi_apply_object_meta(m, i, o);
 }
 
-void mi_set_cached_etag(struct inode *i)
+void mi_set_cached_etag(struct om_meta *m, struct inode *i)
 {
     if (!i->is_dir && i->x) {
-        free(i->x->cached_etag);
+        mi_mem_free(&m->mem, i->x->cached_etag);
         i->x->cached_etag = NULL;
     }
     i->cached_is_etag = true;
@@ -334,12 +353,12 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     m->cfg = *cfg;
     m->prefix = strdup(cfg->prefix ? cfg->prefix : "");
     m->cfg.prefix = m->prefix;
-    struct inode *root = m->prefix ? inode_alloc("", true, m->prefix) : NULL;
+    struct inode *root = m->prefix ? inode_alloc(m, "", true, m->prefix) : NULL;
     if (root)
         root->ino = OM_ROOT_INO;
-    if (!root || mi_table_init(&m->inodes, 1024) || mi_table_add(&m->inodes, root, false)) {
+    if (!root || mi_table_init(&m->inodes, 1024, &m->mem) || mi_table_add(&m->inodes, root, false)) {
         if (root)
-            inode_release(root);
+            inode_release(m, root);
         free(m->prefix);
         mi_table_destroy(&m->inodes);
         free(m);
@@ -352,6 +371,14 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     m->root = root;
     m->next_ino = OM_ROOT_INO + 1;
     m->st.inodes = 1;
+    m->st.budget = cfg->memory_budget;
+    pthread_condattr_t ca; /* the reclaim waits on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->reclaim_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (cfg->memory_budget && mi_reclaim_start(m))
+        om_warn("no reclaim thread: the metadata budget is not held");
     return m;
 }
 
@@ -359,6 +386,7 @@ void om_meta_free(struct om_meta *m)
 {
     if (!m)
         return;
+    mi_reclaim_stop(m);
     pthread_mutex_lock(&m->lock);
     m->stopping = true; /* no new walk listings */
     while (m->slurps > 0)
@@ -368,10 +396,11 @@ void om_meta_free(struct om_meta *m)
     pthread_mutex_unlock(&m->lock);
     free(m->walk);
     pthread_cond_destroy(&m->slurp_cond);
+    pthread_cond_destroy(&m->reclaim_cond);
     /* free every inode: children before parents is not needed here */
     for (size_t k = 0; k < m->inodes.cap; k++) {
         if (m->inodes.slots[k])
-            inode_release(m->inodes.slots[k]);
+            inode_release(m, m->inodes.slots[k]);
     }
     mi_table_destroy(&m->inodes);
     pthread_mutex_destroy(&m->lock);
@@ -430,8 +459,12 @@ static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, co
             *rc = -ENOENT;
             return CACHED_ANSWERED;
         }
+        mi_lru_touch(m, dir->d->listing);
         struct inode *known = mi_child_get(dir, name);
-        if (want_meta && !(known && known->meta_known && known->is_dir == d->is_dir))
+        /* a file readdirplus told without an inode shows what the listing
+         * says, as it would have with one */
+        if (want_meta && !(known && known->meta_known && known->is_dir == d->is_dir) &&
+            !(d->told_plain && !d->is_dir))
             return d->is_dir ? CACHED_DIR_NEEDS_HEAD : CACHED_OBJECT_NEEDS_HEAD;
         c = mi_child_for(m, dir, name, d->is_dir);
         if (!c) {
@@ -446,6 +479,7 @@ static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, co
     if (!c)
         return CACHED_UNKNOWN;
     c->nlookup++;
+    c->recent = true;
     mi_fill_attr(m, c, out);
     *rc = 0;
     return CACHED_ANSWERED;
@@ -470,7 +504,7 @@ static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_s
 {
     if (found) {
         i->has_mtime = false;
-        mi_apply_object_meta(i, o);
+        mi_apply_object_meta(m, i, o);
     }
     i->meta_known = true;
     i->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
@@ -490,12 +524,12 @@ static mode_t inode_type(const struct om_meta *m, const struct inode *i)
  * its name and answering ESTALE until forgotten, so a path walk retries
  * with a fresh lookup, which binds the name to a new inode number. Caller
  * holds m->lock. */
-static int retire(struct inode *i)
+static int retire(struct om_meta *m, struct inode *i)
 {
     char *key = mi_inode_key(i);
     om_debug("%s: type changed, the kernel looks it up again", key ? key : mi_name(i));
     free(key);
-    mi_unlink_child(i);
+    mi_unlink_child(m, i);
     i->retired = true;
     return -ESTALE;
 }
@@ -596,7 +630,7 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
             mode_t was = inode_type(m, c);
             mi_set_object_attrs(m, c, &r.obj);
             if (inode_type(m, c) != was) {
-                retire(c);
+                retire(m, c);
                 c = mi_child_for(m, dir, name, false);
             }
         }
@@ -608,13 +642,14 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
             else
                 mi_set_object_attrs(m, c, &r.obj);
             c->nlookup++;
+            c->recent = true;
             mi_fill_attr(m, c, out);
         }
     } else if (rc == -ENOENT) {
         m->st.lookups_negative++;
         struct inode *c = mi_child_get(dir, name);
         if (c)
-            mi_unlink_child(c); /* gone behind the mount */
+            mi_unlink_child(m, c); /* gone behind the mount */
     }
     mi_inode_unref(m, dir);
     pthread_mutex_unlock(&m->lock);
@@ -664,7 +699,7 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     } else if (rc == 0) {
         mi_set_object_attrs(m, i, &o);
     } else if (rc == -ENOENT) {
-        mi_unlink_child(i);
+        mi_unlink_child(m, i);
     }
     i->refs--;
     return rc;
@@ -683,9 +718,10 @@ int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
         mode_t was = inode_type(m, i);
         rc = refresh(m, i, false);
         if (!rc && inode_type(m, i) != was)
-            rc = retire(i);
+            rc = retire(m, i);
         if (!rc)
             mi_fill_attr(m, i, out);
+        i->recent = true;
         /* refresh may have dropped the last reference holder's claim */
         if (i->refs == 0 && i->nlookup == 0 && i != m->root) {
             struct inode *parent = i->parent;
@@ -725,7 +761,7 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
     mode_t was = inode_type(m, i);
     int rc = refresh(m, i, false);
     if (!rc && inode_type(m, i) != was)
-        rc = retire(i);
+        rc = retire(m, i);
     if (!rc) {
         *key = mi_inode_key(i);
         if (!*key)
@@ -738,7 +774,7 @@ int om_meta_open(struct om_meta *m, uint64_t ino, bool trust_cache, char **key,
         const struct inode_extra *x = mi_extra_if(i);
         const char *cached = i->cached_is_etag ? etag : x && x->cached_etag ? x->cached_etag : "";
         *keep_cache = trust_cache || (etag[0] && strcmp(cached, etag) == 0);
-        mi_set_cached_etag(i);
+        mi_set_cached_etag(m, i);
     } else {
         mi_inode_unref(m, i);
     }
@@ -768,5 +804,6 @@ void om_meta_get_stats(struct om_meta *m, struct om_meta_stats *out)
 {
     pthread_mutex_lock(&m->lock);
     *out = m->st;
+    out->bytes = __atomic_load_n(&m->mem, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&m->lock);
 }

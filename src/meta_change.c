@@ -41,7 +41,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
             rc = -ENOMEM;
     }
     struct inode_extra *x = NULL;
-    if (!rc && !(x = mi_extra(c)))
+    if (!rc && !(x = mi_extra(m, c)))
         rc = -ENOMEM;
     if (!rc && !(*key = mi_inode_key(c)))
         rc = -ENOMEM;
@@ -53,7 +53,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         c->size = 0;
         c->mtime_sec = now.tv_sec;
         c->mtime_nsec = (uint32_t)now.tv_nsec;
-        mi_inode_set_etag(c, "");
+        mi_inode_set_etag(m, c, "");
         c->has_mode = c->has_uid = c->has_gid = true;
         x->meta_mode = S_IFREG | (mode & 07777);
         x->meta_uid = uid;
@@ -120,9 +120,10 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
             i->mtime_sec = obj->meta_mtime.tv_sec;
             i->mtime_nsec = (uint32_t)obj->meta_mtime.tv_nsec;
         }
-        mi_inode_set_etag(i, obj->etag);
-        mi_set_cached_etag(i);
-        struct inode_extra *x = obj->has_mode || obj->has_uid || obj->has_gid ? mi_extra(i) : NULL;
+        mi_inode_set_etag(m, i, obj->etag);
+        mi_set_cached_etag(m, i);
+        struct inode_extra *x =
+            obj->has_mode || obj->has_uid || obj->has_gid ? mi_extra(m, i) : NULL;
         if (x && obj->has_mode) {
             i->has_mode = true;
             x->meta_mode = obj->mode;
@@ -191,9 +192,9 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
     struct inode *c = dir && dir->is_dir ? mi_child_for(m, dir, name, is_dir) : NULL;
     int rc = c ? 0 : dir ? -ENOMEM : -ESTALE;
     if (!rc) {
-        mi_apply_object_meta(c, obj);
+        mi_apply_object_meta(m, c, obj);
         c->size = obj->size;
-        mi_inode_set_etag(c, obj->etag);
+        mi_inode_set_etag(m, c, obj->etag);
         c->attr_expire_ms = om_now_ms() + OM_MAX(m->cfg.attr_ttl_ms, m->cfg.entry_ttl_ms);
         c->nlookup++;
         mi_fill_attr(m, c, out);
@@ -211,7 +212,7 @@ void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
     if (i && i->is_dir) {
-        mi_apply_object_meta(i, obj);
+        mi_apply_object_meta(m, i, obj);
         i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
     }
     pthread_mutex_unlock(&m->lock);
@@ -231,10 +232,11 @@ void om_meta_set_link_target(struct om_meta *m, uint64_t ino, const char *target
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
-    struct inode_extra *x = i ? mi_extra(i) : NULL;
+    struct inode_extra *x = i ? mi_extra(m, i) : NULL;
     if (x) {
-        free(x->link_target);
+        mi_mem_free(&m->mem, x->link_target);
         x->link_target = strdup(target);
+        mi_mem_charge(&m->mem, x->link_target);
     }
     if (i)
         i->size = strlen(target);
@@ -248,7 +250,7 @@ void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
     if (dir && dir->is_dir) {
         struct inode *c = mi_child_get(dir, name);
         if (c) {
-            mi_unlink_child(c);
+            mi_unlink_child(m, c);
             c->pending = false;
         }
         mi_dir_changed(dir);
@@ -260,39 +262,41 @@ void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
 
 /* New keys for directory i and the directories below it (a file's key
  * follows its directory's). */
-static void rekey(struct inode *i)
+static void rekey(struct om_meta *m, struct inode *i)
 {
     if (!i->is_dir)
         return;
     char *key = NULL;
     if (asprintf(&key, "%s%s/", i->parent->d->key, mi_name(i)) < 0)
         return; /* keeps the old key: requests fail visibly, nothing is corrupted */
-    free(i->d->key);
+    mi_mem_free(&m->mem, i->d->key);
+    mi_mem_charge(&m->mem, key);
     i->d->key = key;
     mi_dir_changed(i); /* a listing under way has the old prefix */
     for (size_t k = 0; k < i->d->children.cap; k++) {
         if (i->d->children.slots[k])
-            rekey(i->d->children.slots[k]);
+            rekey(m, i->d->children.slots[k]);
     }
 }
 
 /* Name i newname (at most NAME_MAX_BYTES): in place when it fits, else in
  * its extra. -ENOMEM leaves the name as it was. */
-static int rename_inode(struct inode *i, const char *newname)
+static int rename_inode(struct om_meta *m, struct inode *i, const char *newname)
 {
     size_t len = strlen(newname);
-    struct inode_extra *x = len > i->name_len ? mi_extra(i) : NULL;
+    struct inode_extra *x = len > i->name_len ? mi_extra(m, i) : NULL;
     if (len > i->name_len) {
         char *nn = x ? strdup(newname) : NULL;
         if (!nn)
             return -ENOMEM;
-        free(x->name);
+        mi_mem_free(&m->mem, x->name);
+        mi_mem_charge(&m->mem, nn);
         x->name = nn;
         return 0;
     }
     x = i->is_dir ? &i->d->x : i->x;
     if (x) {
-        free(x->name);
+        mi_mem_free(&m->mem, x->name);
         x->name = NULL;
     }
     memcpy(i->name_inline, newname, len + 1);
@@ -313,7 +317,7 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
     struct inode *c = mi_child_get(from, name);
     struct inode *old = mi_child_get(to, newname);
     if (old && old != c)
-        mi_unlink_child(old); /* replaced */
+        mi_unlink_child(m, old); /* replaced */
     struct listing *fl = from->d->listing, *tl = to->d->listing;
     struct dentry *d = fl ? mi_listing_find(fl, name) : NULL;
     bool is_dir = c ? c->is_dir : d && d->is_dir;
@@ -334,15 +338,15 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
     if (fl)
         mi_listing_remove(fl, name);
     if (c) {
-        mi_unlink_child(c);
-        if (rename_inode(c, newname) == 0) {
+        mi_unlink_child(m, c);
+        if (rename_inode(m, c, newname) == 0) {
             if (to != from) {
                 to->refs++;
                 c->parent = to;
                 mi_inode_unref(m, from); /* the reference c held */
             }
-            mi_link_child(c); /* -ENOMEM: as below */
-            rekey(c);
+            mi_link_child(m, c); /* -ENOMEM: as below */
+            rekey(m, c);
         }
         /* else forgotten: a later lookup finds it again */
     }

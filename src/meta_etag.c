@@ -79,27 +79,29 @@ static bool inode_etag_is(const struct inode *i, const char *etag)
     return strcmp(now, etag ? etag : "") == 0;
 }
 
-void mi_inode_set_etag(struct inode *i, const char *etag)
+void mi_inode_set_etag(struct om_meta *m, struct inode *i, const char *etag)
 {
     if (i->cached_is_etag && !inode_etag_is(i, etag)) {
         /* the page cache keeps the old version: remember which */
         char old[OM_ETAG_MAX];
         mi_inode_etag(i, old);
-        struct inode_extra *x = mi_extra(i);
+        struct inode_extra *x = mi_extra(m, i);
         char *keep = x ? strdup(old) : NULL;
         if (x) {
-            free(x->cached_etag);
+            mi_mem_free(&m->mem, x->cached_etag);
+            mi_mem_charge(&m->mem, keep);
             x->cached_etag = keep; /* NULL: "", the next open drops the cache */
         }
         i->cached_is_etag = false;
     }
     if (i->etag_kind == MI_ETAG_TEXT)
-        free(i->etag.text);
+        mi_mem_free(&m->mem, i->etag.text);
     uint8_t md5[16];
     uint16_t parts = 0;
     enum mi_etag_kind kind = mi_etag_parse(etag, md5, &parts);
     if (kind == MI_ETAG_TEXT) {
         char *text = strndup(etag, OM_ETAG_MAX - 1);
+        mi_mem_charge(&m->mem, text);
         i->etag.text = text;
         i->etag_kind = text ? MI_ETAG_TEXT : MI_ETAG_NONE;
         return;

@@ -11,11 +11,38 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "objmount/hash.h"
 #include "objmount/meta.h"
 
 #define NAME_MAX_BYTES 255
+
+/* ---- the namespace's memory (issue 16) ----
+ * Every allocation the namespace keeps (inodes and what they own, listings
+ * and their chunks, arrays and indexes, table slots) is charged to one
+ * counter when made and uncharged when freed, at the allocator's own size
+ * (usable size and header). Updated with relaxed atomics: listings being
+ * built by a directory handle grow without m->lock. */
+
+/* Bytes the allocator holds for p; 0 for NULL. */
+size_t mi_mem_size(const void *p);
+static inline void mi_mem_charge(uint64_t *mem, const void *p)
+{
+    if (mem && p)
+        __atomic_add_fetch(mem, mi_mem_size(p), __ATOMIC_RELAXED);
+}
+static inline void mi_mem_uncharge(uint64_t *mem, const void *p)
+{
+    if (mem && p)
+        __atomic_sub_fetch(mem, mi_mem_size(p), __ATOMIC_RELAXED);
+}
+/* Uncharge and free p. */
+static inline void mi_mem_free(uint64_t *mem, void *p)
+{
+    mi_mem_uncharge(mem, p);
+    free(p);
+}
 
 struct listing;
 
@@ -42,10 +69,11 @@ struct mi_table {
     struct inode **slots;
     size_t cap; /* a power of two, or 0 */
     size_t n;
+    uint64_t *mem; /* the namespace's byte count its slots are charged to, or NULL */
 };
 
-/* Returns 0 or -ENOMEM. */
-int mi_table_init(struct mi_table *t, size_t initial);
+/* Returns 0 or -ENOMEM. mem as in struct mi_table. */
+int mi_table_init(struct mi_table *t, size_t initial, uint64_t *mem);
 void mi_table_destroy(struct mi_table *t);
 struct inode *mi_table_ino(const struct mi_table *t, uint64_t ino);
 struct inode *mi_table_name(const struct mi_table *t, const char *name);
@@ -81,6 +109,7 @@ struct inode_dir {
     bool slurping;         /* a background listing is being fetched */
     bool slurp_first_page; /* ... and its first page has arrived */
     bool walk_queued;      /* waiting in m->walk (holds a reference) */
+    uint32_t opens;        /* directory handles open on it */
 };
 
 /* One per name the kernel knows (and per directory on the way). Files own
@@ -114,6 +143,8 @@ struct inode {
     uint16_t has_mode : 1, has_uid : 1, has_gid : 1; /* values in the extra */
     uint16_t cached_is_etag : 1;                     /* the kernel page cache holds this ETag */
     uint16_t etag_kind : 2;
+    /* used since the reclaim's clock hand last passed (second chance) */
+    uint16_t recent : 1;
     uint8_t name_len;   /* room of the inline name without its NUL (at most 255) */
     char name_inline[]; /* the name as created; see mi_name() */
 };
@@ -128,12 +159,21 @@ struct dentry {
     uint8_t is_dir : 1;
     uint8_t gone : 1; /* removed through the mount; readdir skips it */
     uint8_t etag_kind : 2;
+    /* given to the kernel by readdirplus without an inode (memory pressure):
+     * its lookup is answered from the listing, as the attributes would have
+     * been */
+    uint8_t told_plain : 1;
     uint8_t etag_room; /* MI_ETAG_TEXT: bytes after the name kept for the text */
     char name[];       /* then, for MI_ETAG_TEXT, the ETag's text */
 };
 
 struct listing {
     int refs;
+    uint64_t *mem; /* the namespace's byte count (mi_listing_new) */
+    /* installed listings, most recently used first (m->lru): what the
+     * reclaim frees past the budget, from the tail */
+    struct listing *lru_prev, *lru_next;
+    struct inode *dir; /* while installed */
     struct dentry **v; /* in listing order */
     size_t n, cap;
     /* open addressing on the name's hash: entry number + 1, 0 when free */
@@ -177,6 +217,14 @@ struct om_meta {
     int walk_running;
     bool stopping;
     struct om_meta_stats st;
+    /* The budget (issue 16, src/meta_budget.c): bytes charged now (atomic),
+     * installed listings in LRU order, the reclaim thread. */
+    uint64_t mem;
+    struct listing *lru_head, *lru_tail;
+    pthread_t reclaim;
+    bool reclaim_running, reclaim_stopping;
+    pthread_cond_t reclaim_cond;
+    size_t clock_hand; /* next slot of m->inodes the reclaim looks at */
 };
 
 /* A name in dir was made, changed or removed through the mount. */
@@ -193,7 +241,7 @@ static inline const char *mi_name(const struct inode *i)
 }
 
 /* The extra of i, allocated when missing; NULL on ENOMEM. */
-struct inode_extra *mi_extra(struct inode *i);
+struct inode_extra *mi_extra(struct om_meta *m, struct inode *i);
 /* The extra of i when it has one. */
 static inline const struct inode_extra *mi_extra_if(const struct inode *i)
 {
@@ -207,7 +255,7 @@ char *mi_inode_key(const struct inode *i);
 void mi_inode_etag(const struct inode *i, char out[OM_ETAG_MAX]);
 /* Set i's ETag (NULL or "" clears it). A text ETag that cannot be stored
  * (ENOMEM) leaves it unknown. */
-void mi_inode_set_etag(struct inode *i, const char *etag);
+void mi_inode_set_etag(struct om_meta *m, struct inode *i, const char *etag);
 /* The listed ETag of d as text into out ("" for directories). */
 void mi_dentry_etag(const struct dentry *d, char out[OM_ETAG_MAX]);
 /* Set d's ETag; false (d unchanged) for a text longer than d's room. */
@@ -236,7 +284,9 @@ static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
 }
 
 /* listings */
-struct listing *mi_listing_new(void);
+/* An empty listing charged to m's byte count (m NULL: to none); NULL on
+ * ENOMEM. */
+struct listing *mi_listing_new(struct om_meta *m);
 void mi_listing_put(struct listing *l);
 struct dentry *mi_listing_find(const struct listing *l, const char *name);
 /* Set the ETag of l's entry d: the entry (d, or a new record in d's place
@@ -266,7 +316,7 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
               bool for_open);
 struct inode *mi_child_get(struct inode *dir, const char *name);
 /* Unlink i from its name; a file keeps the key it had. */
-void mi_unlink_child(struct inode *i);
+void mi_unlink_child(struct om_meta *m, struct inode *i);
 void mi_inode_free(struct om_meta *m, struct inode *i);
 void mi_inode_unref(struct om_meta *m, struct inode *i);
 struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *name, bool is_dir);
@@ -274,18 +324,48 @@ struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *nam
 void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t mtime,
                        const char *etag);
 /* The kernel page cache now holds i's ETag. */
-void mi_set_cached_etag(struct inode *i);
+void mi_set_cached_etag(struct om_meta *m, struct inode *i);
 struct timespec mi_mtime(const struct inode *i);
 /* mi_set_file_attrs from a listing entry. */
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
 /* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
-int mi_link_child(struct inode *i);
+int mi_link_child(struct om_meta *m, struct inode *i);
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
 /* Mode, owner and (when stored) mtime of an object into i; a missing mtime
  * keeps what i had. Without memory for the values (ENOMEM) the defaults
  * show. */
-void mi_apply_object_meta(struct inode *i, const struct om_s3_object *o);
+void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);
+
+/* budget (src/meta_budget.c) */
+/* The low watermark: a reclaim stops there (90% of the budget). */
+uint64_t mi_budget_low(uint64_t budget);
+/* Bytes to free now: bytes - low once bytes is past the budget, and while
+ * a reclaim is under way (reclaiming) until bytes is at the low mark; 0
+ * without a budget. */
+uint64_t mi_budget_excess(uint64_t bytes, uint64_t budget, bool reclaiming);
+/* Whether an installed listing may be freed: complete, no handle reads it. */
+bool mi_listing_evictable(const struct listing *l);
+/* What the reclaim does with inode i. */
+enum mi_victim {
+    MI_KEEP,          /* the root, open, read by a handle, busy, unknown to the kernel */
+    MI_SECOND_CHANCE, /* used since the hand last passed: clear its bit */
+    MI_FORGET,        /* ask the kernel to forget its name */
+};
+enum mi_victim mi_victim_of(const struct inode *i, const struct inode *root);
+/* A listing was installed on dir, or used (a lookup, an opendir): it goes
+ * to the head of m's LRU. */
+void mi_lru_touch(struct om_meta *m, struct listing *l);
+/* dir's installed listing goes (replaced, evicted or freed with dir). */
+void mi_lru_remove(struct om_meta *m, struct listing *l);
+/* Whether readdirplus should tell files without an inode: the namespace is
+ * at its low watermark or above. */
+bool mi_under_pressure(const struct om_meta *m);
+/* The namespace grew: wake the reclaim when past the budget. */
+void mi_budget_check(struct om_meta *m);
+int mi_reclaim_start(struct om_meta *m);
+/* Stop and join the reclaim thread. Caller does not hold m->lock. */
+void mi_reclaim_stop(struct om_meta *m);
 
 #endif

@@ -12,14 +12,16 @@ static uint64_t hash_of(const struct inode *i, bool by_name)
     return by_name ? mi_name_hash(mi_name(i)) : om_hash_u64(i->ino);
 }
 
-int mi_table_init(struct mi_table *t, size_t initial)
+int mi_table_init(struct mi_table *t, size_t initial, uint64_t *mem)
 {
+    t->mem = mem;
     size_t cap = 16;
     while (cap < initial)
         cap *= 2;
     t->slots = calloc(cap, sizeof(*t->slots));
     if (!t->slots)
         return -ENOMEM;
+    mi_mem_charge(mem, t->slots);
     t->cap = cap;
     t->n = 0;
     return 0;
@@ -27,7 +29,7 @@ int mi_table_init(struct mi_table *t, size_t initial)
 
 void mi_table_destroy(struct mi_table *t)
 {
-    free(t->slots);
+    mi_mem_free(t->mem, t->slots);
     t->slots = NULL;
     t->cap = t->n = 0;
 }
@@ -72,13 +74,14 @@ int mi_table_add(struct mi_table *t, struct inode *i, bool by_name)
         if (slots) {
             struct inode **old = t->slots;
             size_t oldcap = t->cap;
+            mi_mem_charge(t->mem, slots);
             t->slots = slots;
             t->cap = cap;
             for (size_t k = 0; k < oldcap; k++) {
                 if (old[k])
                     place(t, old[k], by_name);
             }
-            free(old);
+            mi_mem_free(t->mem, old);
         } else if (t->n + 1 >= t->cap) {
             return -ENOMEM; /* fuller still works, full does not */
         }

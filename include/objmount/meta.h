@@ -54,6 +54,18 @@ struct om_meta_config {
                        struct om_s3_error *err);
     void *fetch_ud;
     uint64_t fetch_whole_max;
+    /* Bytes the namespace may hold (inodes, names, listings; 0 = no bound).
+     * Past it a reclaim thread frees listings no handle reads, least
+     * recently used first, and asks the kernel to forget file names it has
+     * not used lately; from 90% of it readdirplus tells files without an
+     * inode. */
+    uint64_t memory_budget;
+    /* Optional: ask the kernel to drop the name parent/name (FUSE
+     * notify_inval_entry); it then forgets the inode unless it holds it
+     * open. Called from the reclaim thread only, without any meta lock.
+     * Returns 0 or a negative errno. */
+    int (*inval_entry)(void *ud, uint64_t parent, const char *name, size_t len);
+    void *inval_ud;
 };
 
 /* What stat() shows for an inode. */
@@ -181,6 +193,12 @@ struct om_meta_stats {
     uint64_t skipped_names;
     uint64_t walk_listings;      /* directories listed ahead of a walk */
     uint64_t walk_listings_used; /* ... that the walk then opened */
+    /* the budget (issue 16) */
+    uint64_t bytes;                 /* held by the namespace now */
+    uint64_t budget;                /* memory_budget; 0 = none */
+    uint64_t listings_evicted;      /* complete listings freed to stay in budget */
+    uint64_t entries_without_inode; /* readdirplus entries told with no inode */
+    uint64_t invalidations;         /* names the kernel was asked to forget */
 };
 void om_meta_get_stats(struct om_meta *m, struct om_meta_stats *out);
 

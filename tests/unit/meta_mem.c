@@ -78,7 +78,7 @@ int main(int argc, char **argv)
         return 1;
     m->stopping = true; /* no background listing: there is no server */
     pthread_mutex_lock(&m->lock);
-    struct listing *rl = mi_listing_new();
+    struct listing *rl = mi_listing_new(m);
     char name[300], etag[40];
     for (size_t d = 0; d < dirs; d++) {
         snprintf(name, sizeof(name), "shard-%05zu", d);
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         }
         pthread_mutex_lock(&m->lock);
         struct inode *dir = mi_inode_get(m, a.ino);
-        struct listing *l = mi_listing_new();
+        struct listing *l = mi_listing_new(m);
         for (size_t f = 0; f < per && k < total; f++, k++) {
             snprintf(name, sizeof(name), "%.200s%08u.jpg", fprefix, k);
             md5_hex(k, etag);
@@ -117,6 +117,11 @@ int main(int argc, char **argv)
     printf("heap in use %zu bytes: %.1f bytes/key\n", heap, (double)heap / (double)k);
     printf("RSS grew %ld KiB: %.1f bytes/key\n", rss1 - rss0,
            (double)(rss1 - rss0) * 1024.0 / (double)k);
+    struct om_meta_stats st;
+    om_meta_get_stats(m, &st);
+    printf("charged to the budget %llu bytes: %.1f bytes/key, %.1f%% of the heap in use\n",
+           (unsigned long long)st.bytes, (double)st.bytes / (double)k,
+           100.0 * (double)st.bytes / (double)heap);
     om_meta_free(m);
     return 0;
 }

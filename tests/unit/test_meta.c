@@ -77,7 +77,7 @@ END_TEST
 
 START_TEST(test_listing_entries_keep_their_etag_text)
 {
-    struct listing *l = mi_listing_new();
+    struct listing *l = mi_listing_new(NULL);
     char multi[OM_ETAG_MAX], longer[200], out[OM_ETAG_MAX];
     snprintf(multi, sizeof(multi), "%s-12", md5);
     memset(longer, 'x', sizeof(longer) - 1);
@@ -126,7 +126,7 @@ END_TEST
 
 START_TEST(test_listing_finds_every_name_in_order)
 {
-    struct listing *l = mi_listing_new();
+    struct listing *l = mi_listing_new(NULL);
     char name[32];
     enum { N = 20000 };
     for (int k = 0; k < N; k++) {
@@ -149,7 +149,7 @@ END_TEST
 
 START_TEST(test_listing_names_go_and_come_back)
 {
-    struct listing *l = mi_listing_new();
+    struct listing *l = mi_listing_new(NULL);
     ck_assert_ptr_null(mi_listing_find(l, "x"));
     ck_assert_int_eq(mi_listing_add(l, "x", false, 1, 1, md5), 0);
     ck_assert_int_eq(mi_listing_add(l, "y", false, 1, 1, md5), 0);
@@ -179,8 +179,8 @@ START_TEST(test_inode_tables_find_what_stays_after_removals)
     enum { N = 5000 };
     struct inode **v = calloc(N, sizeof(*v));
     struct mi_table by_ino, by_name;
-    ck_assert_int_eq(mi_table_init(&by_ino, 0), 0);
-    ck_assert_int_eq(mi_table_init(&by_name, 0), 0);
+    ck_assert_int_eq(mi_table_init(&by_ino, 0, NULL), 0);
+    ck_assert_int_eq(mi_table_init(&by_name, 0, NULL), 0);
     for (int k = 0; k < N; k++) {
         v[k] = calloc(1, sizeof(struct inode) + 16);
         v[k]->ino = (uint64_t)k * 7919;

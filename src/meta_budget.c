@@ -1,0 +1,284 @@
+/* The namespace's memory budget (issue 16): what to free when the
+ * namespace holds more than memory_budget bytes (pure choices), and the
+ * reclaim thread that executes them.
+ *
+ * Past the budget the reclaim frees, down to the low watermark (90%):
+ * 1. complete listings that no directory handle reads, least recently used
+ *    first (a directory is listed again when needed);
+ * 2. then, through the kernel, file inodes (and empty directories) it holds
+ *    but has not used lately: notify_inval_entry makes the kernel drop the
+ *    name and FORGET the inode, which frees it here. A clock hand over the
+ *    inode table with one "recent" bit per inode picks them (second
+ *    chance); names in a directory a handle reads are left alone.
+ * Inodes the kernel does not hold (nlookup 0, no reference) are freed as
+ * soon as that happens (forget, readdirplus), not here. The kernel's own
+ * references are never broken: only the kernel drops them.
+ *
+ * Locking: m->lock as everywhere in meta; the reclaim drops it around the
+ * kernel notifications. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "objmount/log.h"
+#include "objmount/util.h"
+#include "meta_int.h"
+
+#define LOW_WATERMARK_PERCENT 90
+#define INVAL_BATCH 1024        /* names per round of notifications */
+#define INVAL_PAUSE_MS 10       /* between rounds: the FORGETs arrive */
+#define SCAN_PER_ROUND 65536    /* inode table slots looked at per lock hold */
+#define IDLE_WAIT_MS 1000       /* poll, besides the wake-ups of mi_budget_check */
+#define TRIM_AFTER (16u << 20)  /* give freed heap back to the system past this */
+
+/* ---- choices ---- */
+
+uint64_t mi_budget_low(uint64_t budget)
+{
+    return budget / 100 * LOW_WATERMARK_PERCENT;
+}
+
+uint64_t mi_budget_excess(uint64_t bytes, uint64_t budget, bool reclaiming)
+{
+    if (!budget)
+        return 0;
+    uint64_t low = mi_budget_low(budget);
+    if (bytes > budget || (reclaiming && bytes > low))
+        return bytes - low;
+    return 0;
+}
+
+bool mi_listing_evictable(const struct listing *l)
+{
+    /* the directory's reference only: no handle reads it */
+    return l->refs == 1 && l->complete;
+}
+
+enum mi_victim mi_victim_of(const struct inode *i, const struct inode *root)
+{
+    if (i == root || !i->parent || !i->linked || i->pending || i->retired || i->nlookup == 0)
+        return MI_KEEP;
+    /* refs: open files, directory handles, children, requests under way */
+    if (i->refs > 0 || i->parent->d->opens > 0)
+        return MI_KEEP;
+    if (i->is_dir && (i->d->slurping || i->d->walk_queued))
+        return MI_KEEP;
+    return i->recent ? MI_SECOND_CHANCE : MI_FORGET;
+}
+
+bool mi_under_pressure(const struct om_meta *m)
+{
+    uint64_t budget = m->cfg.memory_budget;
+    return budget && __atomic_load_n(&m->mem, __ATOMIC_RELAXED) >= mi_budget_low(budget);
+}
+
+/* ---- the LRU of installed listings ---- */
+
+static bool lru_linked(const struct om_meta *m, const struct listing *l)
+{
+    return l->lru_prev || m->lru_head == l;
+}
+
+void mi_lru_remove(struct om_meta *m, struct listing *l)
+{
+    if (lru_linked(m, l)) {
+        if (l->lru_prev)
+            l->lru_prev->lru_next = l->lru_next;
+        else
+            m->lru_head = l->lru_next;
+        if (l->lru_next)
+            l->lru_next->lru_prev = l->lru_prev;
+        else
+            m->lru_tail = l->lru_prev;
+    }
+    l->lru_prev = l->lru_next = NULL;
+    l->dir = NULL;
+}
+
+void mi_lru_touch(struct om_meta *m, struct listing *l)
+{
+    if (!l || !l->dir || m->lru_head == l)
+        return;
+    struct inode *dir = l->dir;
+    mi_lru_remove(m, l);
+    l->dir = dir;
+    l->lru_next = m->lru_head;
+    if (m->lru_head)
+        m->lru_head->lru_prev = l;
+    m->lru_head = l;
+    if (!m->lru_tail)
+        m->lru_tail = l;
+}
+
+/* ---- the reclaim ---- */
+
+void mi_budget_check(struct om_meta *m)
+{
+    if (m->reclaim_running && m->cfg.memory_budget &&
+        __atomic_load_n(&m->mem, __ATOMIC_RELAXED) > m->cfg.memory_budget)
+        pthread_cond_signal(&m->reclaim_cond);
+}
+
+static uint64_t mem_now(const struct om_meta *m)
+{
+    return __atomic_load_n(&m->mem, __ATOMIC_RELAXED);
+}
+
+/* Free listings from the LRU's tail until want bytes went. Returns the
+ * bytes freed. Caller holds m->lock. */
+static uint64_t evict_listings(struct om_meta *m, uint64_t want)
+{
+    uint64_t freed = 0;
+    for (struct listing *l = m->lru_tail; l && freed < want;) {
+        struct listing *prev = l->lru_prev;
+        if (mi_listing_evictable(l)) {
+            struct inode *dir = l->dir;
+            uint64_t before = mem_now(m);
+            mi_lru_remove(m, l);
+            dir->d->listing = NULL;
+            mi_listing_put(l);
+            uint64_t after = mem_now(m);
+            freed += before > after ? before - after : 0;
+            m->st.listings_evicted++;
+        }
+        l = prev;
+    }
+    return freed;
+}
+
+struct victim {
+    uint64_t parent;
+    size_t len;
+    char name[NAME_MAX_BYTES + 1];
+};
+
+/* Names of inodes the kernel may forget, about want bytes' worth, from the
+ * clock hand on. Returns how many went into v; *pass is set when the hand
+ * went around the whole table. Caller holds m->lock. */
+static size_t pick_victims(struct om_meta *m, uint64_t want, struct victim *v, size_t max,
+                           bool *pass)
+{
+    size_t cap = m->inodes.cap, n = 0, looked = 0;
+    uint64_t bytes = 0;
+    *pass = false;
+    while (cap && n < max && bytes < want && looked < OM_MIN(cap, (size_t)SCAN_PER_ROUND)) {
+        size_t k = m->clock_hand++ & (cap - 1);
+        if (k == cap - 1)
+            *pass = true;
+        looked++;
+        struct inode *i = m->inodes.slots[k];
+        if (!i)
+            continue;
+        enum mi_victim what = mi_victim_of(i, m->root);
+        if (what == MI_SECOND_CHANCE)
+            i->recent = false;
+        if (what != MI_FORGET)
+            continue;
+        const char *name = mi_name(i);
+        v[n].parent = i->parent->ino;
+        v[n].len = strlen(name);
+        memcpy(v[n].name, name, v[n].len + 1);
+        n++;
+        /* not picked again before its FORGET comes */
+        i->recent = true;
+        bytes += mi_mem_size(i);
+        if (i->is_dir)
+            bytes += mi_mem_size(i->d) + mi_mem_size(i->d->key) + mi_mem_size(i->d->listing);
+        else if (i->x)
+            bytes += mi_mem_size(i->x);
+    }
+    return n;
+}
+
+static void wait_ms(struct om_meta *m, uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&m->reclaim_cond, &m->lock, &ts);
+}
+
+static void *reclaim_main(void *arg)
+{
+    struct om_meta *m = arg;
+    struct victim *v = malloc(INVAL_BATCH * sizeof(*v));
+    uint64_t freed_since_trim = 0;
+    bool reclaiming = false;
+    pthread_mutex_lock(&m->lock);
+    while (!m->reclaim_stopping) {
+        uint64_t budget = m->cfg.memory_budget;
+        uint64_t want = mi_budget_excess(mem_now(m), budget, reclaiming);
+        reclaiming = want > 0;
+        if (!want) {
+            if (freed_since_trim >= TRIM_AFTER) {
+                /* freed chunks are spread over the heap: hand whole free
+                 * pages back, or RSS stays at its peak */
+                freed_since_trim = 0;
+                pthread_mutex_unlock(&m->lock);
+                malloc_trim(0);
+                pthread_mutex_lock(&m->lock);
+                continue;
+            }
+            wait_ms(m, IDLE_WAIT_MS);
+            continue;
+        }
+        uint64_t before = mem_now(m);
+        uint64_t got = evict_listings(m, want);
+        freed_since_trim += got;
+        if (got >= want)
+            continue;
+        size_t n = 0;
+        bool pass = false;
+        if (m->cfg.inval_entry && v)
+            n = pick_victims(m, want - got, v, INVAL_BATCH, &pass);
+        if (n == 0) {
+            /* nothing the kernel could give back now: look again later */
+            wait_ms(m, pass || !m->cfg.inval_entry ? 100 : 1);
+            continue;
+        }
+        pthread_mutex_unlock(&m->lock);
+        uint64_t told = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (m->cfg.inval_entry(m->cfg.inval_ud, v[k].parent, v[k].name, v[k].len) == 0)
+                told++;
+        }
+        pthread_mutex_lock(&m->lock);
+        m->st.invalidations += told;
+        /* rate limit: the kernel's FORGETs arrive meanwhile */
+        wait_ms(m, INVAL_PAUSE_MS);
+        uint64_t after = mem_now(m);
+        freed_since_trim += before > after ? before - after : 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    free(v);
+    return NULL;
+}
+
+int mi_reclaim_start(struct om_meta *m)
+{
+    int rc = pthread_create(&m->reclaim, NULL, reclaim_main, m);
+    if (rc)
+        return -rc;
+    m->reclaim_running = true;
+    return 0;
+}
+
+void mi_reclaim_stop(struct om_meta *m)
+{
+    if (!m->reclaim_running)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->reclaim_stopping = true;
+    pthread_cond_signal(&m->reclaim_cond);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->reclaim, NULL);
+    m->reclaim_running = false;
+}
