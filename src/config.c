@@ -119,6 +119,10 @@ static const struct opt options[] = {
         "exact everywhere) or 'listing' (never a HEAD; training)"),
     OPT("memory_limit", "SIZE", K_SIZE, memory_limit, 16ULL << 20, 1ULL << 40,
         "budget of read buffers, shared by all open files (default: RAM/8, 256 MiB to 4 GiB)"),
+    OPT("metadata_memory", "SIZE|off", K_STRING, metadata_memory, 0, 0,
+        "bytes of names, attributes and listings kept; past it listings are dropped and the "
+        "kernel is asked to forget unused names, then both are fetched again when needed "
+        "(default: RAM/8, 256 MiB to 8 GiB; 'off' or 0: no bound)"),
     OPT("part_size", "SIZE", K_SIZE, part_size, 1ULL << 20, 5ULL << 30,
         "size of one ranged GET of a sequential read and of one upload part (default 8M)"),
     OPT("prefetch_initial", "SIZE", K_SIZE, prefetch_initial, 64ULL << 10, 1ULL << 30,
@@ -324,6 +328,27 @@ static int set_special(struct om_config *cfg, const struct opt *o, const char *v
     }
     snprintf(err, errlen, "option %s is not handled", name);
     return -EINVAL;
+}
+
+uint64_t om_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 2ULL << 30;
+}
+
+int om_config_metadata_memory(const char *value, uint64_t ram, uint64_t *out)
+{
+    if (!value) {
+        *out = OM_MIN(OM_MAX(ram / 8, 256ULL << 20), 8ULL << 30);
+        return 0;
+    }
+    if (strcmp(value, "off") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (om_parse_size(value, out))
+        return -EINVAL;
+    return *out == 0 || *out >= (1ULL << 20) ? 0 : -EINVAL;
 }
 
 /* A limit as the user writes it: sizes in K/M/G, durations in seconds. */
@@ -563,10 +588,13 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         cfg->file_mode = 0666 & ~cfg->umask;
     if (!om_config_is_set(cfg, "dir_mode"))
         cfg->dir_mode = 0777 & ~cfg->umask;
-    if (cfg->memory_limit == 0) {
-        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-        uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 2ULL << 30;
-        cfg->memory_limit = OM_MIN(OM_MAX(ram / 8, 256ULL << 20), 4ULL << 30);
+    if (cfg->memory_limit == 0)
+        cfg->memory_limit = OM_MIN(OM_MAX(om_physical_memory() / 8, 256ULL << 20), 4ULL << 30);
+    if (om_config_metadata_memory(cfg->metadata_memory, om_physical_memory(),
+                                  &cfg->metadata_memory_bytes)) {
+        snprintf(err, errlen, "option metadata_memory: '%s' is not a size of at least 1M, 0 or "
+                 "'off'", cfg->metadata_memory);
+        return -EINVAL;
     }
     if (cfg->metadata && strcmp(cfg->metadata, "lookup") != 0 &&
         strcmp(cfg->metadata, "head") != 0 && strcmp(cfg->metadata, "listing") != 0) {

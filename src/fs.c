@@ -846,6 +846,25 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .statfs = op_statfs,
 };
 
+/* meta's reclaim thread asks the kernel to drop a name (and so FORGET its
+ * inode). Never called from a FUSE callback: the kernel takes the parent's
+ * lock, which a request waiting on us may hold. */
+static int inval_entry(void *ud, uint64_t parent, const char *name, size_t len)
+{
+    struct om_fs *fs = ud;
+    pthread_mutex_lock(&fs->se_lock);
+    int rc = fs->se ? fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len) : -ENOTCONN;
+    pthread_mutex_unlock(&fs->se_lock);
+    return rc;
+}
+
+void om_fs_set_session(struct om_fs *fs, struct fuse_session *se)
+{
+    pthread_mutex_lock(&fs->se_lock);
+    fs->se = se;
+    pthread_mutex_unlock(&fs->se_lock);
+}
+
 static int fetch_whole(void *ud, const char *key, uint64_t size, const char *listed_etag,
                        struct om_s3_object *obj,
                        struct om_s3_error *err)
@@ -884,6 +903,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
                size_t errlen)
 {
     memset(fs, 0, sizeof(*fs));
+    pthread_mutex_init(&fs->se_lock, NULL);
     fs->cfg = cfg;
     fs->client = client;
     fs->attr_timeout = (double)cfg->attr_timeout_ms / 1000.0;
@@ -906,6 +926,9 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .ro = cfg->ro,
         .fetch_whole = fetch_whole,
         .fetch_whole_max = cfg->small_file_size,
+        .memory_budget = cfg->metadata_memory_bytes,
+        .inval_entry = inval_entry,
+        .inval_ud = fs,
     };
     struct om_readers_config rc = {
         .memory_limit = cfg->memory_limit,
@@ -976,4 +999,5 @@ void om_fs_destroy(struct om_fs *fs)
     om_meta_free(fs->meta);
     fs->readers = NULL;
     fs->meta = NULL;
+    pthread_mutex_destroy(&fs->se_lock);
 }

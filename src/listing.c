@@ -205,7 +205,7 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         struct dentry **v = realloc(l->v, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
-        __atomic_sub_fetch(l->mem, was, __ATOMIC_RELAXED);
+        mi_mem_sub(l->mem, was);
         mi_mem_charge(l->mem, v);
         l->v = v;
         l->cap = cap;
@@ -261,7 +261,7 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
         size_t was = mi_mem_size(l->v);
         struct dentry **v = realloc(l->v, l->n * sizeof(*v));
         if (v) {
-            __atomic_sub_fetch(l->mem, was, __ATOMIC_RELAXED);
+            mi_mem_sub(l->mem, was);
             mi_mem_charge(l->mem, v);
             l->v = v;
             l->cap = l->n;

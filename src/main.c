@@ -553,6 +553,7 @@ int main(int argc, char **argv)
         om_client_close(&client);
         return 1;
     }
+    om_fs_set_session(&fs, se);
     raise_readahead(cfg.mountpoint, cfg.max_readahead);
     om_info("mounted %s%s%s on %s (endpoint %s)", cfg.bucket, cfg.prefix[0] ? ":" : "",
             cfg.prefix, cfg.mountpoint, cfg.endpoint);
@@ -585,6 +586,7 @@ int main(int argc, char **argv)
     om_info("unmounting %s", cfg.mountpoint);
     om_notify("STOPPING=1\nSTATUS=unmounting");
     om_ctl_stop(ctl);
+    om_fs_set_session(&fs, NULL);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

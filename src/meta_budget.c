@@ -127,9 +127,7 @@ static uint64_t mem_now(const struct om_meta *m)
     return __atomic_load_n(&m->mem, __ATOMIC_RELAXED);
 }
 
-/* Free listings from the LRU's tail until want bytes went. Returns the
- * bytes freed. Caller holds m->lock. */
-static uint64_t evict_listings(struct om_meta *m, uint64_t want)
+uint64_t mi_evict_listings(struct om_meta *m, uint64_t want)
 {
     uint64_t freed = 0;
     for (struct listing *l = m->lru_tail; l && freed < want;) {
@@ -231,7 +229,7 @@ static void *reclaim_main(void *arg)
             continue;
         }
         uint64_t before = mem_now(m);
-        uint64_t got = evict_listings(m, want);
+        uint64_t got = mi_evict_listings(m, want);
         freed_since_trim += got;
         if (got >= want)
             continue;

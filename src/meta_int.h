@@ -37,6 +37,12 @@ static inline void mi_mem_uncharge(uint64_t *mem, const void *p)
     if (mem && p)
         __atomic_sub_fetch(mem, mi_mem_size(p), __ATOMIC_RELAXED);
 }
+/* Uncharge n bytes (what mi_mem_size told of a block since reallocated). */
+static inline void mi_mem_sub(uint64_t *mem, size_t n)
+{
+    if (mem)
+        __atomic_sub_fetch(mem, n, __ATOMIC_RELAXED);
+}
 /* Uncharge and free p. */
 static inline void mi_mem_free(uint64_t *mem, void *p)
 {
@@ -364,6 +370,9 @@ void mi_lru_remove(struct om_meta *m, struct listing *l);
 bool mi_under_pressure(const struct om_meta *m);
 /* The namespace grew: wake the reclaim when past the budget. */
 void mi_budget_check(struct om_meta *m);
+/* Free installed listings no handle reads from the LRU's tail until want
+ * bytes went; returns the bytes freed. */
+uint64_t mi_evict_listings(struct om_meta *m, uint64_t want);
 int mi_reclaim_start(struct om_meta *m);
 /* Stop and join the reclaim thread. Caller does not hold m->lock. */
 void mi_reclaim_stop(struct om_meta *m);

@@ -155,6 +155,14 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             100.0 * ratio(n->meta.getattrs_cached, n->meta.getattrs), n->meta.list_pages,
             n->meta.skipped_names, n->meta.walk_listings, n->meta.walk_listings_used);
     if (!rc)
+        rc = om_buf_printf(b,
+                           "metadata memory: %.1f MiB of %s%.0f MiB; listings dropped %" PRIu64
+                           ", entries without inode %" PRIu64 ", names the kernel was asked to "
+                           "forget %" PRIu64 "\n",
+                           (double)n->meta.bytes / 1048576.0, n->meta.budget ? "" : "(no bound) ",
+                           (double)n->meta.budget / 1048576.0, n->meta.listings_evicted,
+                           n->meta.entries_without_inode, n->meta.invalidations);
+    if (!rc)
         rc = om_buf_printf(
             b,
             "reads: %" PRIu64 " (%.1f%% from buffers), %.1f MiB; GETs %" PRIu64 " (%" PRIu64
@@ -294,6 +302,23 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
         rc = PROM_COUNTER(b, "lookups_cached_total", "Lookups answered without a request.",
                           n->meta.lookups_cached);
     if (!rc)
+        rc = PROM_GAUGE(b, "metadata_bytes", "Bytes the namespace holds (inodes, names, listings).",
+                        n->meta.bytes);
+    if (!rc)
+        rc = PROM_GAUGE(b, "metadata_budget_bytes", "metadata_memory; 0 = no bound.",
+                        n->meta.budget);
+    if (!rc)
+        rc = PROM_COUNTER(b, "metadata_listings_evicted_total",
+                          "Listings dropped to stay within metadata_memory.",
+                          n->meta.listings_evicted);
+    if (!rc)
+        rc = PROM_COUNTER(b, "metadata_entries_without_inode_total",
+                          "Readdirplus entries handed to the kernel without an inode.",
+                          n->meta.entries_without_inode);
+    if (!rc)
+        rc = PROM_COUNTER(b, "metadata_invalidations_total",
+                          "Names the kernel was asked to forget.", n->meta.invalidations);
+    if (!rc)
         rc = PROM_COUNTER(b, "reads_total", "Read calls.", n->rd.reads);
     if (!rc)
         rc = PROM_COUNTER(b, "read_hits_total", "Reads served from buffers already fetched.",
@@ -432,6 +457,11 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "skipped_names", n->meta.skipped_names);
     om_json_u64(&j, "walk_listings", n->meta.walk_listings);
     om_json_u64(&j, "walk_listings_used", n->meta.walk_listings_used);
+    om_json_u64(&j, "bytes", n->meta.bytes);
+    om_json_u64(&j, "budget_bytes", n->meta.budget);
+    om_json_u64(&j, "listings_evicted", n->meta.listings_evicted);
+    om_json_u64(&j, "entries_without_inode", n->meta.entries_without_inode);
+    om_json_u64(&j, "invalidations", n->meta.invalidations);
     om_json_end(&j, '}');
     om_json_object(&j, "reads");
     om_json_u64(&j, "reads", n->rd.reads);

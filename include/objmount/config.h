@@ -66,6 +66,8 @@ struct om_config {
     uint64_t negative_timeout_ms;
     bool keep_cache; /* keep the page cache across opens without checking ETags */
     char *metadata; /* "listing", "lookup" or "head" */
+    char *metadata_memory;          /* SIZE or "off"; NULL = sized to the machine */
+    uint64_t metadata_memory_bytes; /* parsed; 0 = no bound */
     char *data_cache;          /* SIZE, "auto" or "off"; NULL = off */
     uint64_t data_cache_bytes; /* SIZE parsed; 0 for auto and off */
 
@@ -96,6 +98,14 @@ struct om_config {
     uint64_t set_mask[2]; /* bit i: option i of the table was given */
     bool finalized;
 };
+
+/* Bytes of RAM of this machine (2 GiB when unknown). */
+uint64_t om_physical_memory(void);
+/* The namespace's budget for metadata_memory=value (NULL: not given) on a
+ * machine with ram bytes: RAM/8 within [256 MiB, 8 GiB] by default; "off"
+ * and "0" are 0 (no bound). -EINVAL for anything else than a size of at
+ * least 1M. */
+int om_config_metadata_memory(const char *value, uint64_t ram, uint64_t *out);
 
 /* Defaults for everything. */
 void om_config_init(struct om_config *cfg);

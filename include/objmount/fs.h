@@ -5,6 +5,7 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 
 #include "objmount/client.h"
 #include "objmount/config.h"
@@ -27,6 +28,9 @@ struct om_fs {
     /* the INIT exchange, seen by the session's I/O (om_fs_attach_io) */
     uint64_t init_unique;
     bool parallel_dirops; /* asked for in init, offered by the kernel */
+    /* the session, for notifications to the kernel (om_fs_set_session) */
+    pthread_mutex_t se_lock;
+    struct fuse_session *se;
 };
 
 /* The operation table. Userdata of the session is a struct om_fs. */
@@ -36,6 +40,10 @@ extern const struct fuse_lowlevel_ops om_fs_ops;
  * negative errno with err filled. */
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
                size_t errlen);
+/* The mounted session, through which meta asks the kernel to forget names
+ * (metadata_memory); NULL before it is unmounted and destroyed. Waits for a
+ * notification under way. */
+void om_fs_set_session(struct om_fs *fs, struct fuse_session *se);
 /* The session is ending (a signal or an unmount): uploads under way are
  * named in the log and may retry for timeout_ms more. */
 void om_fs_stopping(struct om_fs *fs, uint64_t timeout_ms);

@@ -2,8 +2,12 @@
  * they are MD5s and as text otherwise, exactly as they came; listing
  * entries found by name through their index; file keys made from the
  * directory's key and the name, following renames, and kept by files
- * unlinked from their name. No server: nothing here makes a request. */
+ * unlinked from their name; the metadata budget: bytes charged and
+ * uncharged, which listings and names go, readdirplus under pressure and
+ * the reclaim thread. No server: nothing here makes a request. */
 #include <check.h>
+#include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +351,285 @@ START_TEST(test_page_cache_is_kept_while_the_etag_is_the_one_cached)
 }
 END_TEST
 
+
+/* ---- the budget (issue 16) ---- */
+
+START_TEST(test_budget_frees_from_past_it_down_to_the_low_mark)
+{
+    const uint64_t b = 1000000;
+    ck_assert_uint_eq(mi_budget_low(b), 900000);
+    ck_assert_uint_eq(mi_budget_excess(950000, b, false), 0); /* under it: nothing */
+    ck_assert_uint_eq(mi_budget_excess(b, b, false), 0);
+    ck_assert_uint_eq(mi_budget_excess(b + 1, b, false), 100001);
+    ck_assert_uint_eq(mi_budget_excess(950000, b, true), 50000); /* under way: to 90% */
+    ck_assert_uint_eq(mi_budget_excess(900000, b, true), 0);
+    ck_assert_uint_eq(mi_budget_excess(UINT64_MAX / 2, 0, true), 0); /* no budget */
+}
+END_TEST
+
+/* A namespace whose budget is set by hand (no reclaim thread). */
+static struct om_meta *new_meta_mode(enum om_metadata_mode mode)
+{
+    struct om_meta_config cfg = {.prefix = "p/",
+                                 .attr_ttl_ms = 3600000,
+                                 .entry_ttl_ms = 3600000,
+                                 .file_mode = 0644,
+                                 .dir_mode = 0755,
+                                 .metadata = mode};
+    struct om_meta *m = om_meta_new(NULL, &cfg);
+    ck_assert_ptr_nonnull(m);
+    m->stopping = true;
+    return m;
+}
+
+static uint64_t mem_of(struct om_meta *m)
+{
+    struct om_meta_stats st;
+    om_meta_get_stats(m, &st);
+    return st.bytes;
+}
+
+/* A complete listing of n files (and one subdirectory "sub") on dir. */
+static void install_files(struct om_meta *m, uint64_t dir, int n, const char *etag)
+{
+    pthread_mutex_lock(&m->lock);
+    struct listing *l = mi_listing_new(m);
+    char name[32];
+    for (int k = 0; k < n; k++) {
+        snprintf(name, sizeof(name), "file-%05d.jpg", k);
+        ck_assert_int_eq(mi_listing_add(l, name, false, (uint64_t)k, 1000 + k, etag), 0);
+    }
+    ck_assert_int_eq(mi_listing_add(l, "sub", true, 0, 0, NULL), 0);
+    mi_install_listing(m, mi_inode_get(m, dir), l);
+    pthread_mutex_unlock(&m->lock);
+}
+
+START_TEST(test_every_byte_charged_is_uncharged)
+{
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t empty = mem_of(m);
+    ck_assert_uint_gt(empty, 0);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    install_files(m, d, 3000, md5);
+    uint64_t f = add(m, d, "file-00001.jpg", false, "a-text-etag");
+    uint64_t g = add(m, d, "file-00002.jpg", false, md5);
+    ck_assert(open_keeps_cache(m, g) == false);
+    set_etag(m, g, "another-text-etag"); /* keeps the cached one aside */
+    struct om_s3_object o = {.size = 1, .has_mode = true, .mode = 0100600};
+    strcpy(o.content_type, "image/jpeg");
+    pthread_mutex_lock(&m->lock);
+    mi_set_object_attrs(m, mi_inode_get(m, f), &o);
+    pthread_mutex_unlock(&m->lock);
+    om_meta_set_link_target(m, f, "somewhere/else");
+    om_meta_renamed(m, d, "file-00001.jpg", OM_ROOT_INO,
+                    "a-name-longer-than-the-one-it-had-before.jpg");
+    om_meta_removed(m, d, "file-00002.jpg"); /* g keeps its key */
+    ck_assert_uint_gt(mem_of(m), empty + 3000 * 40);
+    /* the whole namespace goes with the kernel's forgets */
+    om_meta_forget(m, g, 1);
+    om_meta_forget(m, f, 1);
+    om_meta_forget(m, d, 1);
+    ck_assert_uint_eq(mem_of(m), empty);
+    om_meta_free(m);
+}
+END_TEST
+
+START_TEST(test_listings_go_least_recently_used_first_and_never_while_read)
+{
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t a = add(m, OM_ROOT_INO, "a", true, NULL);
+    uint64_t b = add(m, OM_ROOT_INO, "b", true, NULL);
+    uint64_t c = add(m, OM_ROOT_INO, "c", true, NULL);
+    install_files(m, a, 100, md5);
+    install_files(m, b, 100, md5);
+    install_files(m, c, 100, md5);
+    /* a is read by a handle; b is used by a lookup: c is the oldest */
+    struct om_dirh *h;
+    ck_assert_int_eq(om_meta_opendir(m, a, &h), 0);
+    struct om_attr at;
+    ck_assert_int_eq(om_meta_lookup(m, b, "file-00007.jpg", &at), 0);
+    pthread_mutex_lock(&m->lock);
+    struct inode *ia = mi_inode_get(m, a), *ib = mi_inode_get(m, b), *ic = mi_inode_get(m, c);
+    ck_assert_uint_gt(mi_evict_listings(m, 1), 0);
+    ck_assert_ptr_null(ic->d->listing);
+    ck_assert_ptr_nonnull(ib->d->listing);
+    ck_assert_uint_gt(mi_evict_listings(m, UINT64_MAX), 0);
+    ck_assert_ptr_null(ib->d->listing);
+    ck_assert_ptr_nonnull(ia->d->listing); /* the handle reads it */
+    ck_assert_uint_eq(m->st.listings_evicted, 2);
+    pthread_mutex_unlock(&m->lock);
+    om_meta_releasedir(m, h);
+    /* an evicted directory still answers from its inodes */
+    ck_assert_int_eq(om_meta_getattr_cached(m, at.ino, &at), 0);
+    om_meta_free(m);
+}
+END_TEST
+
+START_TEST(test_the_kernel_is_asked_to_forget_only_what_it_may)
+{
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    uint64_t e = add(m, OM_ROOT_INO, "e", true, NULL);
+    uint64_t f = add(m, d, "f", false, md5);
+    uint64_t g = add(m, d, "g", false, md5);
+    uint64_t h = add(m, e, "h", false, md5);
+    char *key = NULL;
+    struct om_attr at;
+    bool keep;
+    ck_assert_int_eq(om_meta_open(m, g, false, &key, &at, &keep), 0); /* g is open */
+    free(key);
+    struct om_dirh *dh;
+    ck_assert_int_eq(om_meta_opendir(m, e, &dh), 0); /* e is being read */
+    pthread_mutex_lock(&m->lock);
+    struct inode *fi = mi_inode_get(m, f);
+    ck_assert_int_eq(mi_victim_of(m->root, m->root), MI_KEEP);
+    /* used since the hand passed: a second chance, then asked */
+    ck_assert_int_eq(mi_victim_of(fi, m->root), MI_SECOND_CHANCE);
+    fi->recent = false;
+    ck_assert_int_eq(mi_victim_of(fi, m->root), MI_FORGET);
+    struct inode *gi = mi_inode_get(m, g), *hi = mi_inode_get(m, h);
+    gi->recent = hi->recent = false;
+    ck_assert_int_eq(mi_victim_of(gi, m->root), MI_KEEP); /* open */
+    ck_assert_int_eq(mi_victim_of(hi, m->root), MI_KEEP); /* its directory is read */
+    struct inode *di = mi_inode_get(m, d);
+    di->recent = false;
+    ck_assert_int_eq(mi_victim_of(di, m->root), MI_KEEP); /* its children hold it */
+    fi->pending = true;
+    ck_assert_int_eq(mi_victim_of(fi, m->root), MI_KEEP); /* created, not stored */
+    fi->pending = false;
+    pthread_mutex_unlock(&m->lock);
+    om_meta_forget(m, f, 1);
+    om_meta_close(m, g);
+    om_meta_forget(m, g, 1);
+    pthread_mutex_lock(&m->lock);
+    ck_assert_ptr_null(mi_inode_get(m, f));
+    ck_assert_int_eq(mi_victim_of(di, m->root), MI_FORGET); /* an empty directory */
+    pthread_mutex_unlock(&m->lock);
+    om_meta_releasedir(m, dh);
+    om_meta_free(m);
+}
+END_TEST
+
+struct names {
+    char name[64][32];
+    uint64_t ino[64];
+    int n;
+};
+
+static int fill_names(void *ud, const char *name, const struct om_attr *a, off_t next)
+{
+    (void)next;
+    struct names *w = ud;
+    if (w->n == 64)
+        return 1;
+    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", name);
+    w->ino[w->n++] = a->ino;
+    return 0;
+}
+
+START_TEST(test_under_pressure_readdirplus_tells_files_without_an_inode)
+{
+    /* metadata=lookup: a name looked up with nothing known would be HEADed;
+     * there is no server here, so an answer proves none was asked */
+    struct om_meta *m = new_meta_mode(OM_META_LOOKUP);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    install_files(m, d, 20, md5);
+    m->cfg.memory_budget = 1; /* past it: no reclaim thread here */
+    struct om_meta_stats st0, st1;
+    om_meta_get_stats(m, &st0);
+    struct om_dirh *h;
+    ck_assert_int_eq(om_meta_opendir(m, d, &h), 0);
+    struct names w = {.n = 0};
+    ck_assert_int_eq(om_meta_readdir(m, h, 0, true, fill_names, &w), 0);
+    om_meta_releasedir(m, h);
+    ck_assert_int_eq(w.n, 2 + 20 + 1);
+    for (int k = 2; k < w.n; k++) {
+        bool is_sub = strcmp(w.name[k], "sub") == 0;
+        ck_assert_msg(is_sub ? w.ino[k] != 0 : w.ino[k] == 0, "%s: ino %llu", w.name[k],
+                      (unsigned long long)w.ino[k]);
+    }
+    om_meta_get_stats(m, &st1);
+    ck_assert_uint_eq(st1.entries_without_inode, 20);
+    ck_assert_uint_eq(st1.inodes, st0.inodes + 1); /* "sub" only */
+    /* the kernel's stat: a lookup answered from the listing */
+    struct om_attr at;
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00003.jpg", &at), 0);
+    ck_assert_uint_eq(at.size, 3);
+    ck_assert_int_eq(at.mtime.tv_sec, 1003);
+    ck_assert_str_eq(at.etag, md5);
+    ck_assert(S_ISREG(at.mode));
+    om_meta_forget(m, at.ino, 1);
+    /* under the low mark, readdirplus makes inodes again */
+    m->cfg.memory_budget = 1ULL << 40;
+    ck_assert_int_eq(om_meta_opendir(m, d, &h), 0);
+    w.n = 0;
+    ck_assert_int_eq(om_meta_readdir(m, h, 0, true, fill_names, &w), 0);
+    om_meta_releasedir(m, h);
+    for (int k = 2; k < w.n; k++)
+        ck_assert_uint_ne(w.ino[k], 0);
+    om_meta_free(m);
+}
+END_TEST
+
+/* The kernel, as the reclaim sees it: dropping a name forgets its inode. */
+static int kernel_forgets(void *ud, uint64_t parent, const char *name, size_t len)
+{
+    struct om_meta *m = ud;
+    ck_assert_uint_eq(strlen(name), len);
+    pthread_mutex_lock(&m->lock);
+    struct inode *c = mi_child_get(mi_inode_get(m, parent), name);
+    uint64_t ino = c ? c->ino : 0, n = c ? c->nlookup : 0;
+    pthread_mutex_unlock(&m->lock);
+    if (!c)
+        return -ENOENT;
+    om_meta_forget(m, ino, n);
+    return 0;
+}
+
+START_TEST(test_the_reclaim_holds_the_budget)
+{
+    struct om_meta_config cfg = {.prefix = "p/",
+                                 .attr_ttl_ms = 3600000,
+                                 .entry_ttl_ms = 3600000,
+                                 .file_mode = 0644,
+                                 .dir_mode = 0755,
+                                 .metadata = OM_META_LISTING,
+                                 .memory_budget = 1 << 20,
+                                 .inval_entry = kernel_forgets};
+    struct om_meta *m = om_meta_new(NULL, &cfg);
+    ck_assert_ptr_nonnull(m);
+    pthread_mutex_lock(&m->lock);
+    m->stopping = true;
+    m->cfg.inval_ud = m;
+    pthread_mutex_unlock(&m->lock);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    uint64_t keep = add(m, d, "kept-open", false, md5);
+    char *key = NULL;
+    struct om_attr at;
+    bool kc;
+    ck_assert_int_eq(om_meta_open(m, keep, false, &key, &at, &kc), 0);
+    free(key);
+    char name[32];
+    for (int k = 0; k < 20000; k++) {
+        snprintf(name, sizeof(name), "n%06d", k);
+        add(m, d, name, false, md5); /* ~2 MiB of inodes the kernel holds */
+    }
+    struct om_meta_stats st;
+    for (int t = 0; t < 500; t++) {
+        om_meta_get_stats(m, &st);
+        if (st.bytes <= cfg.memory_budget)
+            break;
+        usleep(10000);
+    }
+    om_meta_get_stats(m, &st);
+    ck_assert_uint_le(st.bytes, cfg.memory_budget);
+    ck_assert_uint_gt(st.invalidations, 0);
+    ck_assert_int_eq(om_meta_getattr_cached(m, keep, &at), 0); /* open: still there */
+    om_meta_close(m, keep);
+    om_meta_free(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
     Suite *s = suite_create("meta");
@@ -361,6 +644,12 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_file_keys_follow_their_directory);
     tcase_add_test(tc, test_attributes_show_the_etag_as_text);
     tcase_add_test(tc, test_page_cache_is_kept_while_the_etag_is_the_one_cached);
+    tcase_add_test(tc, test_budget_frees_from_past_it_down_to_the_low_mark);
+    tcase_add_test(tc, test_every_byte_charged_is_uncharged);
+    tcase_add_test(tc, test_listings_go_least_recently_used_first_and_never_while_read);
+    tcase_add_test(tc, test_the_kernel_is_asked_to_forget_only_what_it_may);
+    tcase_add_test(tc, test_under_pressure_readdirplus_tells_files_without_an_inode);
+    tcase_add_test(tc, test_the_reclaim_holds_the_budget);
     suite_add_tcase(s, tc);
     return s;
 }
