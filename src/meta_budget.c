@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -209,7 +210,7 @@ static void *reclaim_main(void *arg)
     struct om_meta *m = arg;
     struct victim *v = malloc(INVAL_BATCH * sizeof(*v));
     uint64_t freed_since_trim = 0;
-    bool reclaiming = false;
+    bool reclaiming = false, warned = false;
     pthread_mutex_lock(&m->lock);
     while (!m->reclaim_stopping) {
         uint64_t budget = m->cfg.memory_budget;
@@ -229,24 +230,45 @@ static void *reclaim_main(void *arg)
             continue;
         }
         uint64_t before = mem_now(m);
-        uint64_t got = mi_evict_listings(m, want);
-        freed_since_trim += got;
-        if (got >= want)
-            continue;
+        /* Half from listings, half from names the kernel holds: listings
+         * alone would leave the names a walk made before the pressure
+         * (and the kernel's inodes for them, about 1 KiB each) in place
+         * for good, and every later listing would thrash against them. */
         size_t n = 0;
         bool pass = false;
-        if (m->cfg.inval_entry && v)
+        bool can_inval = m->cfg.inval_entry && v;
+        uint64_t got = mi_evict_listings(m, can_inval ? want / 2 : want);
+        freed_since_trim += got;
+        while (got < want && can_inval && !m->reclaim_stopping) {
+            /* a whole turn of the hand if need be (names used since the last
+             * turn get a second chance), letting requests in between */
             n = pick_victims(m, want - got, v, INVAL_BATCH, &pass);
+            if (n || pass)
+                break;
+            pthread_mutex_unlock(&m->lock);
+            sched_yield();
+            pthread_mutex_lock(&m->lock);
+        }
+        if (n == 0 && got < want) {
+            uint64_t more = mi_evict_listings(m, want - got); /* no name to give back now */
+            got += more;
+            freed_since_trim += more;
+        }
         if (n == 0) {
-            /* nothing the kernel could give back now: look again later */
-            wait_ms(m, pass || !m->cfg.inval_entry ? 100 : 1);
+            if (got == 0) /* nothing to free now: look again later */
+                wait_ms(m, pass || !can_inval ? 100 : 1);
             continue;
         }
         pthread_mutex_unlock(&m->lock);
         uint64_t told = 0;
         for (size_t k = 0; k < n; k++) {
-            if (m->cfg.inval_entry(m->cfg.inval_ud, v[k].parent, v[k].name, v[k].len) == 0)
+            int rc = m->cfg.inval_entry(m->cfg.inval_ud, v[k].parent, v[k].name, v[k].len);
+            if (rc == 0)
                 told++;
+            else if (rc != -ENOENT && !warned) {
+                om_warn("asking the kernel to forget names: %s", strerror(-rc));
+                warned = true;
+            }
         }
         pthread_mutex_lock(&m->lock);
         m->st.invalidations += told;

@@ -161,6 +161,27 @@ START_TEST(test_ca_bundle_applies_to_https_only)
 }
 END_TEST
 
+START_TEST(test_metadata_memory_default_and_values)
+{
+    uint64_t v = 1;
+    const uint64_t gib = 1ULL << 30;
+    ck_assert_int_eq(om_config_metadata_memory(NULL, 24 * gib, &v), 0);
+    ck_assert_uint_eq(v, 3 * gib); /* RAM/8 */
+    ck_assert_int_eq(om_config_metadata_memory(NULL, 1 * gib, &v), 0);
+    ck_assert_uint_eq(v, 256ULL << 20); /* at least 256 MiB */
+    ck_assert_int_eq(om_config_metadata_memory(NULL, 512 * gib, &v), 0);
+    ck_assert_uint_eq(v, 8 * gib); /* at most 8 GiB */
+    ck_assert_int_eq(om_config_metadata_memory("64M", gib, &v), 0);
+    ck_assert_uint_eq(v, 64ULL << 20);
+    ck_assert_int_eq(om_config_metadata_memory("off", gib, &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(om_config_metadata_memory("0", gib, &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(om_config_metadata_memory("100K", gib, &v), -EINVAL); /* below 1M */
+    ck_assert_int_eq(om_config_metadata_memory("lots", gib, &v), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_every_option_is_documented)
 {
     const char *src = getenv("OBJMOUNT_SOURCE_DIR");
@@ -196,6 +217,7 @@ int main(void)
     tcase_add_test(tc, test_endpoint_and_region_from_environment);
     tcase_add_test(tc, test_ca_bundle_applies_to_https_only);
     tcase_add_test(tc, test_every_option_is_documented);
+    tcase_add_test(tc, test_metadata_memory_default_and_values);
     suite_add_tcase(s, tc);
     return om_check_run(s);
 }
