@@ -356,7 +356,8 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     struct inode *root = m->prefix ? inode_alloc(m, "", true, m->prefix) : NULL;
     if (root)
         root->ino = OM_ROOT_INO;
-    if (!root || mi_table_init(&m->inodes, 1024, &m->mem) || mi_table_add(&m->inodes, root, false)) {
+    if (!root || mi_table_init(&m->inodes, 1024, &m->mem) ||
+        mi_table_add(&m->inodes, root, false)) {
         if (root)
             inode_release(m, root);
         free(m->prefix);

@@ -29,11 +29,11 @@
 #include "meta_int.h"
 
 #define LOW_WATERMARK_PERCENT 90
-#define INVAL_BATCH 1024        /* names per round of notifications */
-#define INVAL_PAUSE_MS 10       /* between rounds: the FORGETs arrive */
-#define SCAN_PER_ROUND 65536    /* inode table slots looked at per lock hold */
-#define IDLE_WAIT_MS 1000       /* poll, besides the wake-ups of mi_budget_check */
-#define TRIM_AFTER (16u << 20)  /* give freed heap back to the system past this */
+#define INVAL_BATCH 1024       /* names per round of notifications */
+#define INVAL_PAUSE_MS 10      /* between rounds: the FORGETs arrive */
+#define SCAN_PER_ROUND 65536   /* inode table slots looked at per lock hold */
+#define IDLE_WAIT_MS 1000      /* poll, besides the wake-ups of mi_budget_check */
+#define TRIM_AFTER (16u << 20) /* give freed heap back to the system past this */
 
 /* ---- choices ---- */
 
@@ -265,7 +265,7 @@ static void *reclaim_main(void *arg)
             int rc = m->cfg.inval_entry(m->cfg.inval_ud, v[k].parent, v[k].name, v[k].len);
             if (rc == 0)
                 told++;
-            else if (rc != -ENOENT && !warned) {
+            else if (rc != -ENOENT && rc != -ENOTCONN && !warned) { /* gone; unmounting */
                 om_warn("asking the kernel to forget names: %s", strerror(-rc));
                 warned = true;
             }

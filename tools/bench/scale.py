@@ -5,7 +5,7 @@
         [--peers objmount,s3fs,rclone] [--s3fs-max-keys 50000] [--timeout 600]
         [--fanout 32] [--per-dir 1000] [--size 1024] [--ls-keys 5000]
         [--ls-latency 10] [--no-ls] [--out DIR] [--keep-work]
-        [--objmount-opts O] [--s3fs-opts O] [--rclone-flags F]
+        [--metadata-memory SIZE] [--objmount-opts O] [--s3fs-opts O] [--rclone-flags F]
 
 The bucket is tools/synthbucket.py (nothing stored: keys are a formula, so
 a million keys cost no seeding), a tree of FANOUT directories per level and
@@ -19,7 +19,11 @@ count, one server; then each peer alone:
   3. the daemon's peak RSS (VmHWM), CPU seconds (user + system, whole life
      of the mount), requests by kind counted by the server during the find;
      bytes/key = (VmHWM - RSS after mount) / N;
-  4. objmount: `objmountctl stats` saved in logs/ (its inode count).
+  4. objmount: `objmountctl stats` saved in logs/ (its inode count); with
+     --metadata-memory SIZE, the mount's budget (-o metadata_memory), what
+     the namespace holds after the find, listings dropped, entries told
+     without an inode, names the kernel was asked to forget, and the kernel's
+     fuse_inode and dentry slab objects before and after the find.
 
 s3fs is skipped above --s3fs-max-keys (it HEADs every file: ~27 s per 50,000
 here). A find that passes --timeout kills that mount and is reported as such.
@@ -76,6 +80,21 @@ def status_kib(pid, field):
     return None
 
 
+def slab():
+    """Active objects of the kernel's fuse_inode and dentry caches
+    (/proc/slabinfo: root only, and shared with every other mount), or {}."""
+    out = {}
+    try:
+        with open("/proc/slabinfo") as f:
+            for line in f:
+                name = line.split(" ", 1)[0]
+                if name in ("fuse_inode", "dentry"):
+                    out[name] = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
+
+
 def load():
     return round(os.getloadavg()[0], 2)
 
@@ -85,6 +104,8 @@ def make_peer(name, args):
     if name == "objmount":
         p = peermod.Objmount(args.objmount, args.objmountctl)
         p.extra = ["profile=training", "ro"] + [o for o in args.objmount_opts.split(",") if o]
+        if getattr(args, "metadata_memory", None):
+            p.extra.append("metadata_memory=" + args.metadata_memory)
     elif name == "s3fs":
         p = peermod.S3fs()
         p.extra = ["ro"] + [o for o in args.s3fs_opts.split(",") if o]
@@ -154,6 +175,14 @@ class Mounted:
         m = re.search(r"listing pages (\d+)", txt)
         if m:
             out["listing_pages"] = int(m.group(1))
+        m = re.search(r"metadata memory: ([\d.]+) MiB of (?:\(no bound\) )?([\d.]+) MiB; "
+                      r"listings dropped (\d+), entries without inode (\d+), names the kernel "
+                      r"was asked to forget (\d+)", txt)
+        if m:
+            out["budget"] = {"bytes_mib": float(m.group(1)), "budget_mib": float(m.group(2)),
+                             "listings_evicted": int(m.group(3)),
+                             "entries_without_inode": int(m.group(4)),
+                             "invalidations": int(m.group(5))}
         return out
 
 
@@ -170,9 +199,11 @@ def find_case(name, args, srv, nkeys, work, logdir):
             res["rss_after_mount_kib"] = status_kib(pid, "VmRSS")
             srv.stats(reset=True)
             srv_cpu0 = peermod.cpu_seconds(srv.pid)
+            res["slab_before"] = slab()
             res["load_before"] = load()
             secs, out, rc = mt.run("find %s -type f | wc -l" % mt.path, args.timeout)
             res["load_after"] = load()
+            res["slab_after"] = slab()
             res["server_cpu_s"] = round(peermod.cpu_seconds(srv.pid) - srv_cpu0, 2)
             st = srv.stats()
             res["requests"] = st["requests"]["by_kind"]
@@ -190,7 +221,10 @@ def find_case(name, args, srv, nkeys, work, logdir):
             res["layout"] = {k: srv.layout[k] for k in ("fanout", "per_dir", "depth", "ext")}
             if name == "objmount":
                 res.update(mt.ctl_stats(logdir))
-                res["breakdown"] = breakdown(args, work, res)
+                if args.metadata_memory:
+                    res["metadata_memory"] = args.metadata_memory
+                else:  # the model is of a namespace that keeps everything
+                    res["breakdown"] = breakdown(args, work, res)
             if not res["count_ok"]:
                 res["error"] = "find counted %d files, the bucket has %d" % (res["count"], nkeys)
     except peermod.MountError as e:
@@ -424,6 +458,23 @@ def markdown(results, meta):
                          r["rss_after_mount_kib"] / 1024, r["bytes_per_key"], r["cpu_s"],
                          lists, k.get("HeadObject", 0), gets, fmt(r.get("server_cpu_s")),
                          r.get("load_before")))
+    budgeted = [r for r in results["find"] if r.get("budget") and r.get("find_s") is not None]
+    if budgeted:
+        lines += ["", "objmount with `-o metadata_memory=%s`: the namespace after the find, "
+                  "and the kernel's FUSE inodes and dentries (active slab objects, all mounts "
+                  "of the machine) before and after it." % budgeted[0]["metadata_memory"], "",
+                  "| keys | peak RSS | namespace after | listings dropped | entries without "
+                  "inode | names forgotten | fuse_inode before / after | dentry before / after |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in budgeted:
+            b, s0, s1 = r["budget"], r.get("slab_before") or {}, r.get("slab_after") or {}
+            lines.append("| {:,} | {:.1f} MiB | {:.1f} of {:.0f} MiB | {:,} | {:,} | {:,} | {} / {} "
+                         "| {} / {} |".format(
+                             r["keys"], r["peak_rss_kib"] / 1024, b["bytes_mib"],
+                             b["budget_mib"], b["listings_evicted"], b["entries_without_inode"],
+                             b["invalidations"], fmt(s0.get("fuse_inode")),
+                             fmt(s1.get("fuse_inode")), fmt(s0.get("dentry")),
+                             fmt(s1.get("dentry"))))
     for r in results["find"]:
         b = r.get("breakdown")
         if not b:
@@ -505,6 +556,8 @@ def parse_args(argv):
     ap.add_argument("--ls-runs", type=int, default=3,
                     help="fresh mounts per peer in the ls -l case; the median counts (default 3)")
     ap.add_argument("--no-ls", action="store_true", help="skip the ls -l case")
+    ap.add_argument("--metadata-memory", default=None, metavar="SIZE",
+                    help="objmount -o metadata_memory=SIZE (default: objmount's, RAM/8)")
     ap.add_argument("--out", default=None,
                     help="results directory (default results/scale-<timestamp>/)")
     peermod.add_peer_args(ap)
