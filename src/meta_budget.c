@@ -29,11 +29,12 @@
 #include "meta_int.h"
 
 #define LOW_WATERMARK_PERCENT 90
-#define INVAL_BATCH 1024       /* names per round of notifications */
-#define INVAL_PAUSE_MS 10      /* between rounds: the FORGETs arrive */
-#define SCAN_PER_ROUND 65536   /* inode table slots looked at per lock hold */
-#define IDLE_WAIT_MS 1000      /* poll, besides the wake-ups of mi_budget_check */
-#define TRIM_AFTER (16u << 20) /* give freed heap back to the system past this */
+#define INVAL_BATCH 1024     /* names per round of notifications */
+#define INVAL_PAUSE_MS 10    /* between rounds: the FORGETs arrive */
+#define SCAN_PER_ROUND 65536 /* inode table slots looked at per lock hold */
+#define IDLE_WAIT_MS 1000    /* poll, besides the wake-ups of mi_budget_check */
+#define TRIM_FRACTION 16     /* give freed heap back after budget/16 went */
+#define TRIM_MIN (1u << 20)
 
 /* ---- choices ---- */
 
@@ -118,8 +119,10 @@ void mi_lru_touch(struct om_meta *m, struct listing *l)
 
 void mi_budget_check(struct om_meta *m)
 {
-    if (m->reclaim_running && m->cfg.memory_budget &&
-        __atomic_load_n(&m->mem, __ATOMIC_RELAXED) > m->cfg.memory_budget)
+    uint64_t now = __atomic_load_n(&m->mem, __ATOMIC_RELAXED);
+    if (now > m->st.bytes_peak)
+        m->st.bytes_peak = now;
+    if (m->reclaim_running && m->cfg.memory_budget && now > m->cfg.memory_budget)
         pthread_cond_signal(&m->reclaim_cond);
 }
 
@@ -214,18 +217,18 @@ static void *reclaim_main(void *arg)
     pthread_mutex_lock(&m->lock);
     while (!m->reclaim_stopping) {
         uint64_t budget = m->cfg.memory_budget;
+        if (freed_since_trim >= OM_MAX(budget / TRIM_FRACTION, (uint64_t)TRIM_MIN)) {
+            /* what was freed is spread over the heaps of every thread that
+             * allocated it: hand whole free pages back, or RSS climbs past
+             * the budget by what the allocator keeps */
+            freed_since_trim = 0;
+            pthread_mutex_unlock(&m->lock);
+            malloc_trim(0);
+            pthread_mutex_lock(&m->lock);
+        }
         uint64_t want = mi_budget_excess(mem_now(m), budget, reclaiming);
         reclaiming = want > 0;
         if (!want) {
-            if (freed_since_trim >= TRIM_AFTER) {
-                /* freed chunks are spread over the heap: hand whole free
-                 * pages back, or RSS stays at its peak */
-                freed_since_trim = 0;
-                pthread_mutex_unlock(&m->lock);
-                malloc_trim(0);
-                pthread_mutex_lock(&m->lock);
-                continue;
-            }
             wait_ms(m, IDLE_WAIT_MS);
             continue;
         }

@@ -156,10 +156,13 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             n->meta.skipped_names, n->meta.walk_listings, n->meta.walk_listings_used);
     if (!rc)
         rc = om_buf_printf(b,
-                           "metadata memory: %.1f MiB of %s%.0f MiB; listings dropped %" PRIu64
+                           "metadata memory: %.1f MiB (peak %.1f) of %s%.0f MiB; listings "
+                           "dropped %" PRIu64
                            ", entries without inode %" PRIu64 ", names the kernel was asked to "
                            "forget %" PRIu64 "\n",
-                           (double)n->meta.bytes / 1048576.0, n->meta.budget ? "" : "(no bound) ",
+                           (double)n->meta.bytes / 1048576.0,
+                           (double)n->meta.bytes_peak / 1048576.0,
+                           n->meta.budget ? "" : "(no bound) ",
                            (double)n->meta.budget / 1048576.0, n->meta.listings_evicted,
                            n->meta.entries_without_inode, n->meta.invalidations);
     if (!rc)
@@ -458,6 +461,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "walk_listings", n->meta.walk_listings);
     om_json_u64(&j, "walk_listings_used", n->meta.walk_listings_used);
     om_json_u64(&j, "bytes", n->meta.bytes);
+    om_json_u64(&j, "bytes_peak", n->meta.bytes_peak);
     om_json_u64(&j, "budget_bytes", n->meta.budget);
     om_json_u64(&j, "listings_evicted", n->meta.listings_evicted);
     om_json_u64(&j, "entries_without_inode", n->meta.entries_without_inode);

@@ -195,6 +195,7 @@ struct om_meta_stats {
     uint64_t walk_listings_used; /* ... that the walk then opened */
     /* the budget (issue 16) */
     uint64_t bytes;                 /* held by the namespace now */
+    uint64_t bytes_peak;            /* the most it held (seen as it grew) */
     uint64_t budget;                /* memory_budget; 0 = none */
     uint64_t listings_evicted;      /* complete listings freed to stay in budget */
     uint64_t entries_without_inode; /* readdirplus entries told with no inode */

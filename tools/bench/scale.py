@@ -175,14 +175,16 @@ class Mounted:
         m = re.search(r"listing pages (\d+)", txt)
         if m:
             out["listing_pages"] = int(m.group(1))
-        m = re.search(r"metadata memory: ([\d.]+) MiB of (?:\(no bound\) )?([\d.]+) MiB; "
+        m = re.search(r"metadata memory: ([\d.]+) MiB \(peak ([\d.]+)\) of "
+                      r"(?:\(no bound\) )?([\d.]+) MiB; "
                       r"listings dropped (\d+), entries without inode (\d+), names the kernel "
                       r"was asked to forget (\d+)", txt)
         if m:
-            out["budget"] = {"bytes_mib": float(m.group(1)), "budget_mib": float(m.group(2)),
-                             "listings_evicted": int(m.group(3)),
-                             "entries_without_inode": int(m.group(4)),
-                             "invalidations": int(m.group(5))}
+            out["budget"] = {"bytes_mib": float(m.group(1)), "peak_mib": float(m.group(2)),
+                             "budget_mib": float(m.group(3)),
+                             "listings_evicted": int(m.group(4)),
+                             "entries_without_inode": int(m.group(5)),
+                             "invalidations": int(m.group(6))}
         return out
 
 
@@ -463,14 +465,14 @@ def markdown(results, meta):
         lines += ["", "objmount with `-o metadata_memory=%s`: the namespace after the find, "
                   "and the kernel's FUSE inodes and dentries (active slab objects, all mounts "
                   "of the machine) before and after it." % budgeted[0]["metadata_memory"], "",
-                  "| keys | peak RSS | namespace after | listings dropped | entries without "
-                  "inode | names forgotten | fuse_inode before / after | dentry before / after |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| keys | peak RSS | namespace after (its peak) | listings dropped | entries "
+                  "without inode | names forgotten | fuse_inode before / after | dentry before / "
+                  "after |", "|---|---|---|---|---|---|---|---|"]
         for r in budgeted:
             b, s0, s1 = r["budget"], r.get("slab_before") or {}, r.get("slab_after") or {}
-            lines.append("| {:,} | {:.1f} MiB | {:.1f} of {:.0f} MiB | {:,} | {:,} | {:,} | {} / {} "
-                         "| {} / {} |".format(
-                             r["keys"], r["peak_rss_kib"] / 1024, b["bytes_mib"],
+            lines.append("| {:,} | {:.1f} MiB | {:.1f} ({:.1f}) of {:.0f} MiB | {:,} | {:,} | {:,} "
+                         "| {} / {} | {} / {} |".format(
+                             r["keys"], r["peak_rss_kib"] / 1024, b["bytes_mib"], b["peak_mib"],
                              b["budget_mib"], b["listings_evicted"], b["entries_without_inode"],
                              b["invalidations"], fmt(s0.get("fuse_inode")),
                              fmt(s1.get("fuse_inode")), fmt(s0.get("dentry")),
