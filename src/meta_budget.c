@@ -197,15 +197,7 @@ static size_t pick_victims(struct om_meta *m, uint64_t want, struct victim *v, s
 
 static void wait_ms(struct om_meta *m, uint64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&m->reclaim_cond, &m->lock, &ts);
+    om_cond_wait_ms(&m->reclaim_cond, &m->lock, ms);
 }
 
 static void *reclaim_main(void *arg)

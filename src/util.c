@@ -311,6 +311,19 @@ static void *bounded_main(void *p)
     return NULL;
 }
 
+int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(c, mu, &ts);
+}
+
 int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t progress_ms,
                    void (*progress)(void *, uint64_t), void *pud, int *result)
 {
@@ -349,16 +362,7 @@ int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t p
         }
         if (!told && start + progress_ms < until)
             until = start + progress_ms;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = until - now;
-        ts.tv_sec += (time_t)(wait / 1000);
-        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+        om_cond_wait_ms(&b->cond, &b->lock, until - now);
     }
     bool done = b->done;
     if (done && result)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 
 #define OM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -69,6 +70,10 @@ int om_parse_http_date(const char *s, time_t *out);
  * return value in *result, which may be NULL), -ETIMEDOUT when it did not:
  * the thread then runs on, detached, with arg, which must stay valid for it
  * (the process typically exits). -ENOMEM or -EAGAIN when no thread starts. */
+/* Wait on c (made with a CLOCK_MONOTONIC condattr) for at most ms
+ * milliseconds; caller holds mu. Returns pthread_cond_timedwait's result. */
+int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms);
+
 int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t progress_ms,
                    void (*progress)(void *, uint64_t), void *pud, int *result);
 

@@ -7,6 +7,10 @@ tests and benchmarks.
         srv.layout              # {"keys", "fanout", "per_dir", "depth", "size", ...}
         srv.stats(reset=True)   # {"requests": {"total", "by_kind"}, ...}
 
+    # pytest fixtures: a module's server, and objmount mounts of it
+    with serving(tmp_path_factory, 20000, bucket="bench", per_dir=500) as srv: ...
+    with mounts_of(srv, cache_dir) as mount: m = mount("profile=training,ro")
+
 The server runs as a child process (its own session, SIGTERM when this
 process dies) on a free loopback port; stop() kills it by its pid and waits.
 Keyword arguments are synthbucket.py's options (per_dir -> --per-dir).
@@ -14,6 +18,7 @@ Keyword arguments are synthbucket.py's options (per_dir -> --per-dir).
 
 import json
 import os
+from contextlib import contextmanager
 import signal
 import subprocess
 import sys
@@ -97,3 +102,32 @@ class SynthServer:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+@contextmanager
+def serving(tmp_path_factory, keys, **opts):
+    """A SynthServer of keys (opts: synthbucket.py's options), its log in a
+    fresh pytest temporary directory; stopped when the block ends."""
+    log = tmp_path_factory.mktemp("synth") / "synthbucket.log"
+    srv = SynthServer(keys, log_path=str(log), **opts).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@contextmanager
+def mounts_of(srv, cache_dir):
+    """make(opts="") -> an objmount mount of srv's bucket with -o
+    cache_dir=cache_dir and opts; every mount is unmounted when the block
+    ends (harness.mount.MountFactory)."""
+    from .mount import MountFactory
+    factory = MountFactory(srv.endpoint)
+
+    def make(opts=""):
+        return factory(srv.layout["bucket"],
+                       ",".join(o for o in ("cache_dir=" + cache_dir, opts) if o))
+    try:
+        yield make
+    finally:
+        factory.finish()

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from harness import admin
-from harness.mount import MiB, MountFactory, check_bytes, new_bucket, seed
-from harness.synthserver import REPO_ROOT, SynthServer
+from harness.mount import MiB, check_bytes, new_bucket, seed
+from harness.synthserver import REPO_ROOT, mounts_of, serving
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
@@ -67,24 +67,14 @@ def wait_under_budget(m, budget, timeout=10.0):
 # -- a million synthetic keys ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def million(tmp_path_factory):
-    log = tmp_path_factory.mktemp("synth") / "synthbucket.log"
-    srv = SynthServer(MILLION, log_path=str(log), bucket="bench", **BIG_LAYOUT).start()
-    try:
+    with serving(tmp_path_factory, MILLION, bucket="bench", **BIG_LAYOUT) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture
 def synth_mount(million, cache_dir):
-    factory = MountFactory(million.endpoint)
-
-    def make(opts=""):
-        return factory("bench", ",".join(o for o in ("cache_dir=" + cache_dir, opts) if o))
-    try:
+    with mounts_of(million, cache_dir) as make:
         yield make
-    finally:
-        factory.finish()
 
 
 def test_find_over_a_million_keys_stays_in_budget_and_answers_right_after(million,

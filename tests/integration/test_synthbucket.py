@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from harness.mount import MountFactory, check_bytes
-from harness.synthserver import REPO_ROOT, SynthServer
+from harness.mount import check_bytes
+from harness.synthserver import REPO_ROOT, mounts_of, serving
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
@@ -24,25 +24,15 @@ LAYOUT = dict(fanout=8, per_dir=500, size=3000)
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    log = tmp_path_factory.mktemp("synth") / "synthbucket.log"
-    srv = SynthServer(KEYS, log_path=str(log), bucket="bench", **LAYOUT).start()
-    try:
+    with serving(tmp_path_factory, KEYS, bucket="bench", **LAYOUT) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture
 def synth_mount(synth, cache_dir):
     """mount(opts="") -> objmount on the synthetic bucket, with this test's cache_dir."""
-    factory = MountFactory(synth.endpoint)
-
-    def make(opts=""):
-        return factory("bench", ",".join(o for o in ("cache_dir=" + cache_dir, opts) if o))
-    try:
+    with mounts_of(synth, cache_dir) as make:
         yield make
-    finally:
-        factory.finish()
 
 
 def layout():

@@ -214,18 +214,30 @@ START_TEST(test_inode_tables_find_what_stays_after_removals)
 }
 END_TEST
 
-static struct om_meta *new_meta(void)
+static struct om_meta_config test_config(enum om_metadata_mode mode)
 {
-    struct om_meta_config cfg = {.prefix = "p/",
-                                 .attr_ttl_ms = 3600000,
-                                 .entry_ttl_ms = 3600000,
-                                 .file_mode = 0644,
-                                 .dir_mode = 0755,
-                                 .metadata = OM_META_LISTING};
+    return (struct om_meta_config){.prefix = "p/",
+                                   .attr_ttl_ms = 3600000,
+                                   .entry_ttl_ms = 3600000,
+                                   .file_mode = 0644,
+                                   .dir_mode = 0755,
+                                   .metadata = mode};
+}
+
+/* A namespace without a server and without background listings; no budget
+ * (tests set m->cfg.memory_budget by hand: no reclaim thread). */
+static struct om_meta *new_meta_mode(enum om_metadata_mode mode)
+{
+    struct om_meta_config cfg = test_config(mode);
     struct om_meta *m = om_meta_new(NULL, &cfg);
     ck_assert_ptr_nonnull(m);
     m->stopping = true;
     return m;
+}
+
+static struct om_meta *new_meta(void)
+{
+    return new_meta_mode(OM_META_LISTING);
 }
 
 /* A linked child of parent (directory or file with etag), as a lookup
@@ -366,21 +378,6 @@ START_TEST(test_budget_frees_from_past_it_down_to_the_low_mark)
     ck_assert_uint_eq(mi_budget_excess(UINT64_MAX / 2, 0, true), 0); /* no budget */
 }
 END_TEST
-
-/* A namespace whose budget is set by hand (no reclaim thread). */
-static struct om_meta *new_meta_mode(enum om_metadata_mode mode)
-{
-    struct om_meta_config cfg = {.prefix = "p/",
-                                 .attr_ttl_ms = 3600000,
-                                 .entry_ttl_ms = 3600000,
-                                 .file_mode = 0644,
-                                 .dir_mode = 0755,
-                                 .metadata = mode};
-    struct om_meta *m = om_meta_new(NULL, &cfg);
-    ck_assert_ptr_nonnull(m);
-    m->stopping = true;
-    return m;
-}
 
 static uint64_t mem_of(struct om_meta *m)
 {
@@ -588,14 +585,9 @@ static int kernel_forgets(void *ud, uint64_t parent, const char *name, size_t le
 
 START_TEST(test_the_reclaim_holds_the_budget)
 {
-    struct om_meta_config cfg = {.prefix = "p/",
-                                 .attr_ttl_ms = 3600000,
-                                 .entry_ttl_ms = 3600000,
-                                 .file_mode = 0644,
-                                 .dir_mode = 0755,
-                                 .metadata = OM_META_LISTING,
-                                 .memory_budget = 1 << 20,
-                                 .inval_entry = kernel_forgets};
+    struct om_meta_config cfg = test_config(OM_META_LISTING);
+    cfg.memory_budget = 1 << 20;
+    cfg.inval_entry = kernel_forgets;
     struct om_meta *m = om_meta_new(NULL, &cfg);
     ck_assert_ptr_nonnull(m);
     pthread_mutex_lock(&m->lock);
