@@ -586,8 +586,10 @@ int main(int argc, char **argv)
     om_info("unmounting %s", cfg.mountpoint);
     om_notify("STOPPING=1\nSTATUS=unmounting");
     om_ctl_stop(ctl);
-    om_fs_set_session(&fs, NULL);
+    /* after the unmount: it aborts the requests left unanswered, one of
+     * which may hold the directory lock a notification waits for */
     fuse_session_unmount(se);
+    om_fs_set_session(&fs, NULL);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     om_fs_destroy(&fs);

@@ -260,7 +260,8 @@ static void *reclaim_main(void *arg)
             int rc = m->cfg.inval_entry(m->cfg.inval_ud, v[k].parent, v[k].name, v[k].len);
             if (rc == 0)
                 told++;
-            else if (rc != -ENOENT && rc != -ENOTCONN && !warned) { /* gone; unmounting */
+            else if (rc != -ENOENT && rc != -ENOTCONN && rc != -ENODEV && !warned) {
+                /* ENOENT: gone already; the others: unmounting */
                 om_warn("asking the kernel to forget names: %s", strerror(-rc));
                 warned = true;
             }

@@ -41,8 +41,9 @@ extern const struct fuse_lowlevel_ops om_fs_ops;
 int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client, char *err,
                size_t errlen);
 /* The mounted session, through which meta asks the kernel to forget names
- * (metadata_memory); NULL before it is unmounted and destroyed. Waits for a
- * notification under way. */
+ * (metadata_memory); NULL once it is unmounted (a notification under way,
+ * which waits for the kernel's directory lock, ends then) and before it is
+ * destroyed. Waits for a notification under way. */
 void om_fs_set_session(struct om_fs *fs, struct fuse_session *se);
 /* The session is ending (a signal or an unmount): uploads under way are
  * named in the log and may retry for timeout_ms more. */
