@@ -230,7 +230,8 @@ static int decode(struct cursor *c)
     c->p += len;
     if (c->klen == 0 || get_varint(&c->p, c->end, &c->size) || get_varint(&c->p, c->end, &v))
         return -EBADMSG;
-    c->mtime = (c->i > 0 ? c->mtime : 0) + unzigzag(v);
+    /* wrapping, as the writer's difference did */
+    c->mtime = (int64_t)((uint64_t)(c->i > 0 ? c->mtime : 0) + (uint64_t)unzigzag(v));
     if (get_varint(&c->p, c->end, &c->etag_form))
         return -EBADMSG;
     c->etag_len = 0;
@@ -710,7 +711,7 @@ int om_manifest_writer_add(struct om_manifest_writer *w, const char *key, uint64
     memcpy(p, key + shared, klen - shared);
     p += klen - shared;
     p += put_varint(p, size);
-    p += put_varint(p, zigzag((int64_t)mtime - w->prev_mtime));
+    p += put_varint(p, zigzag((int64_t)((uint64_t)mtime - (uint64_t)w->prev_mtime)));
     unsigned char md5[OM_MD5_LEN];
     uint64_t form = etag_form(etag, md5);
     p += put_varint(p, form);
