@@ -915,6 +915,23 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .small_file_size = cfg->small_file_size,
         .dcache = fs->dcache = open_data_cache(cfg),
     };
+    if (cfg->manifest) {
+        struct om_manifest_mount mm = {
+            .spec = cfg->manifest,
+            .s3 = client->s3,
+            .endpoint = cfg->endpoint,
+            .bucket = cfg->bucket,
+            .prefix = cfg->prefix,
+            .cache_dir = cfg->cache_dir,
+        };
+        int mrc = om_manifest_open_for_mount(&mm, &fs->manifest, err, errlen);
+        if (mrc) {
+            om_fs_destroy(fs);
+            return mrc;
+        }
+        mc.list_page = om_manifest_list_page;
+        mc.list_ud = fs->manifest;
+    }
     fs->readers = om_readers_new(client->s3, &rc);
     mc.fetch_ud = fs->readers;
     fs->meta = om_meta_new(client->s3, &mc);
@@ -976,4 +993,6 @@ void om_fs_destroy(struct om_fs *fs)
     om_meta_free(fs->meta);
     fs->readers = NULL;
     fs->meta = NULL;
+    om_manifest_close(fs->manifest); /* after meta: its listings read it */
+    fs->manifest = NULL;
 }

@@ -66,6 +66,7 @@ struct om_config {
     uint64_t negative_timeout_ms;
     bool keep_cache; /* keep the page cache across opens without checking ETags */
     char *metadata; /* "listing", "lookup" or "head" */
+    char *manifest; /* PATH or "s3:KEY": names and attributes from a manifest */
     char *data_cache;          /* SIZE, "auto" or "off"; NULL = off */
     uint64_t data_cache_bytes; /* SIZE parsed; 0 for auto and off */
 

@@ -78,6 +78,23 @@ int om_manifest_list(const struct om_manifest *mf, const char *prefix, char deli
 int om_manifest_list_page(void *mf, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
                           char **next_token, struct om_s3_error *err);
 
+/* ---- mounts (manifest_mount.c) ---- */
+
+struct om_manifest_mount {
+    const char *spec; /* a local PATH, or "s3:KEY": a key of the mounted bucket */
+    struct om_s3 *s3; /* the mount's client, for s3:KEY */
+    const char *endpoint, *bucket, *prefix; /* of the mount */
+    const char *cache_dir; /* s3:KEY is stored under cache_dir/manifests */
+};
+
+/* The manifest of a mount: s3:KEY is fetched with one GET (two above 64
+ * MiB) into cache_dir and mapped from there. Refused unless it was built
+ * from the mounted bucket and from the mount's prefix or one above it.
+ * Returns 0 and *out (om_manifest_close), or a negative errno with one
+ * sentence naming the manifest in err. */
+int om_manifest_open_for_mount(const struct om_manifest_mount *mm, struct om_manifest **out,
+                               char *err, size_t errlen);
+
 /* ---- writing ---- */
 
 struct om_manifest_writer;
