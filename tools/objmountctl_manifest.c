@@ -298,9 +298,9 @@ static int manifest_build(struct om_config *cfg, int threads, const char *output
             status = write_manifest(cfg, &b.keys, output);
         if (!status)
             fprintf(stderr,
-                    "objmountctl: manifest of %s:%s: %zu keys from %" PRIu64
+                    "objmountctl: manifest of %s%s%s: %zu keys from %" PRIu64
                     " listing pages in %.1f s\n",
-                    cfg->bucket, cfg->prefix, b.keys.n, b.pages, secs);
+                    cfg->bucket, cfg->prefix[0] ? ":" : "", cfg->prefix, b.keys.n, b.pages, secs);
     }
     keys_free(&first);
     keys_free(&b.keys);
