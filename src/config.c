@@ -461,8 +461,22 @@ static const char *env_nonempty(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* Names, attributes and missing names trusted for ms, and the page cache
+ * kept across opens, unless those options were given. */
+static void trust_metadata(struct om_config *cfg, uint64_t ms)
+{
+    if (!om_config_is_set(cfg, "attr_timeout"))
+        cfg->attr_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "entry_timeout"))
+        cfg->entry_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "negative_timeout"))
+        cfg->negative_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "keep_cache"))
+        cfg->keep_cache = true;
+}
+
 /* A manifest mount is read-only, takes metadata from listings only, and
- * trusts it for the whole mount (a year is the longest timeout). */
+ * trusts it for the whole mount. */
 static int manifest_defaults(struct om_config *cfg, char *err, size_t errlen)
 {
     if (om_config_is_set(cfg, "rw") && !cfg->ro) {
@@ -478,18 +492,10 @@ static int manifest_defaults(struct om_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "option manifest: s3: needs a key (manifest=s3:KEY)");
         return -EINVAL;
     }
-    const uint64_t year = 31536000000ULL;
     cfg->ro = true;
     if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
         return -ENOMEM;
-    if (!om_config_is_set(cfg, "attr_timeout"))
-        cfg->attr_timeout_ms = year;
-    if (!om_config_is_set(cfg, "entry_timeout"))
-        cfg->entry_timeout_ms = year;
-    if (!om_config_is_set(cfg, "negative_timeout"))
-        cfg->negative_timeout_ms = year;
-    if (!om_config_is_set(cfg, "keep_cache"))
-        cfg->keep_cache = true;
+    trust_metadata(cfg, 31536000000ULL); /* a year, the longest timeout */
     return 0;
 }
 
@@ -573,15 +579,7 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         return -EINVAL;
     }
     if (cfg->profile && strcmp(cfg->profile, "training") == 0) {
-        const uint64_t day = 86400000;
-        if (!om_config_is_set(cfg, "attr_timeout"))
-            cfg->attr_timeout_ms = day;
-        if (!om_config_is_set(cfg, "entry_timeout"))
-            cfg->entry_timeout_ms = day;
-        if (!om_config_is_set(cfg, "negative_timeout"))
-            cfg->negative_timeout_ms = day;
-        if (!om_config_is_set(cfg, "keep_cache"))
-            cfg->keep_cache = true;
+        trust_metadata(cfg, 86400000); /* a day */
         if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
             return -ENOMEM;
         if (!cfg->data_cache && !(cfg->data_cache = strdup("auto")))

@@ -774,8 +774,34 @@ void ctl_progress(double frac, const char *text, bool final)
     fprintf(stderr, "\r[%s] %s   %s", bar, text, final ? "\n" : "");
 }
 
-static void warm_progress(struct warm *w, double secs, bool final)
+double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, bool final),
+                void *ud)
 {
+    bool tty = isatty(2);
+    uint64_t start = om_now_ms();
+    while (!ended(ud)) {
+        if (tty)
+            draw(ud, (double)(om_now_ms() - start) / 1000.0, false);
+        usleep(200000);
+    }
+    double secs = (double)(om_now_ms() - start) / 1000.0;
+    if (tty)
+        draw(ud, secs, true);
+    return secs;
+}
+
+static bool warm_ended(void *ud)
+{
+    struct warm *w = ud;
+    pthread_mutex_lock(&w->lock);
+    bool ended = w->done_files == w->files->n || (interrupted && w->next == w->done_files);
+    pthread_mutex_unlock(&w->lock);
+    return ended;
+}
+
+static void warm_progress(void *ud, double secs, bool final)
+{
+    struct warm *w = ud;
     pthread_mutex_lock(&w->lock);
     size_t files = w->done_files;
     uint64_t bytes = w->done_bytes;
@@ -822,25 +848,11 @@ static int cmd_cache_warm(char **paths, int n, int threads)
     signal(SIGINT, on_sigint);
     pthread_t t[64];
     int nt = 0;
-    uint64_t start = om_now_ms();
     for (int i = 0; i < threads && i < 64; i++)
         nt += pthread_create(&t[nt], NULL, warm_worker, &w) == 0;
-    bool tty = isatty(2);
-    for (;;) {
-        pthread_mutex_lock(&w.lock);
-        bool all = w.done_files == files.n || (interrupted && w.next == w.done_files);
-        pthread_mutex_unlock(&w.lock);
-        if (all)
-            break;
-        if (tty)
-            warm_progress(&w, (double)(om_now_ms() - start) / 1000.0, false);
-        usleep(200000);
-    }
+    double secs = ctl_wait(warm_ended, warm_progress, &w);
     for (int i = 0; i < nt; i++)
         pthread_join(t[i], NULL);
-    double secs = (double)(om_now_ms() - start) / 1000.0;
-    if (tty)
-        warm_progress(&w, secs, true);
     /* the cache copies what was read on its own threads: wait for that */
     char *after = NULL;
     for (int i = 0; i < 600; i++) {

@@ -58,6 +58,7 @@ struct build {
     struct keys keys;   /* every object found */
     char **prefixes;    /* common prefixes of the first level */
     size_t nprefixes, next, done;
+    int threads;        /* running */
     uint64_t pages;
     uint64_t found; /* keys listed so far */
     int error;
@@ -68,8 +69,8 @@ struct build {
 struct page_sink {
     struct build *b;
     struct keys *keys;
-    char ***prefixes; /* the first level's common prefixes, else NULL */
-    size_t *nprefixes;
+    size_t counted;    /* keys->n at the last page */
+    bool first_level;  /* common prefixes go to b->prefixes */
 };
 
 static int on_entry(void *ud, const struct om_list_entry *e)
@@ -77,46 +78,46 @@ static int on_entry(void *ud, const struct om_list_entry *e)
     struct page_sink *s = ud;
     if (!e->is_prefix)
         return keys_add(s->keys, e);
-    if (!s->prefixes)
+    if (!s->first_level)
         return 0;
-    char **v = realloc(*s->prefixes, (*s->nprefixes + 1) * sizeof(*v));
+    struct build *b = s->b;
+    char **v = realloc(b->prefixes, (b->nprefixes + 1) * sizeof(*v));
     if (!v)
         return -ENOMEM;
-    *s->prefixes = v;
-    return (v[(*s->nprefixes)++] = strdup(e->key)) ? 0 : -ENOMEM;
+    b->prefixes = v;
+    return (v[b->nprefixes++] = strdup(e->key)) ? 0 : -ENOMEM;
 }
 
-/* Every page of prefix; keys into a local list merged at the end (the
- * build's lock is taken once per page, for the counters). */
-static int list_prefix(struct build *b, const char *prefix, const char *delimiter,
-                       struct page_sink *sink)
+/* After each page: the counters; another thread's failure stops this one. */
+static int on_page(void *ud)
 {
-    char *token = NULL;
-    int rc;
-    do {
-        struct om_s3_list_params p = {
-            .prefix = prefix, .delimiter = delimiter, .continuation = token};
-        char *next = NULL;
-        struct om_s3_error err = {0};
-        size_t before = sink->keys->n;
-        rc = om_s3_list_page(b->s3, &p, on_entry, sink, &next, &err);
-        free(token);
-        token = next;
-        pthread_mutex_lock(&b->lock);
-        b->pages++;
-        if (rc && !b->error) {
-            b->error = rc;
-            b->err = err;
-            snprintf(b->what, sizeof(b->what), "%s", *prefix ? prefix : "/");
-        }
-        b->found += sink->keys->n - before;
-        rc = rc ? rc : b->error; /* another thread failed: stop too */
-        pthread_mutex_unlock(&b->lock);
-    } while (!rc && token);
-    free(token);
+    struct page_sink *s = ud;
+    pthread_mutex_lock(&s->b->lock);
+    s->b->pages++;
+    s->b->found += s->keys->n - s->counted;
+    int rc = s->b->error ? -ECANCELED : 0;
+    pthread_mutex_unlock(&s->b->lock);
+    s->counted = s->keys->n;
     return rc;
 }
 
+static int list_prefix(struct build *b, const char *prefix, const char *delimiter,
+                       struct page_sink *sink)
+{
+    struct om_s3_error err = {0};
+    sink->counted = sink->keys->n;
+    int rc = om_s3_list_pages(b->s3, prefix, delimiter, on_entry, sink, on_page, &err);
+    pthread_mutex_lock(&b->lock);
+    if (rc && !b->error) {
+        b->error = rc;
+        b->err = err;
+        snprintf(b->what, sizeof(b->what), "%s", *prefix ? prefix : "/");
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+/* Lists first-level prefixes into a list of its own, merged at the end. */
 static void *build_worker(void *arg)
 {
     struct build *b = arg;
@@ -133,33 +134,35 @@ static void *build_worker(void *arg)
         b->done++;
         pthread_mutex_unlock(&b->lock);
     }
-    /* merge */
     pthread_mutex_lock(&b->lock);
-    int rc = 0;
-    if (b->keys.n + mine.n > b->keys.cap) {
-        size_t cap = b->keys.n + mine.n;
-        struct om_manifest_key *v = realloc(b->keys.v, cap * sizeof(*v));
-        if (v) {
-            b->keys.v = v;
-            b->keys.cap = cap;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
-    if (!rc) {
-        memcpy(b->keys.v + b->keys.n, mine.v, mine.n * sizeof(*mine.v));
+    struct om_manifest_key *v = realloc(b->keys.v, (b->keys.n + mine.n + 1) * sizeof(*v));
+    if (v) {
+        memcpy(v + b->keys.n, mine.v, mine.n * sizeof(*mine.v));
+        b->keys.v = v;
         b->keys.n += mine.n;
+        b->keys.cap = b->keys.n + 1;
         mine.n = 0;
     } else if (!b->error) {
-        b->error = rc;
+        b->error = -ENOMEM;
     }
+    b->threads--;
     pthread_mutex_unlock(&b->lock);
     keys_free(&mine);
     return NULL;
 }
 
-static void build_progress(struct build *b, double secs, bool final)
+static bool build_ended(void *ud)
 {
+    struct build *b = ud;
+    pthread_mutex_lock(&b->lock);
+    bool ended = b->threads == 0;
+    pthread_mutex_unlock(&b->lock);
+    return ended;
+}
+
+static void build_progress(void *ud, double secs, bool final)
+{
+    struct build *b = ud;
     pthread_mutex_lock(&b->lock);
     uint64_t pages = b->pages, keys = b->found;
     size_t done = b->done, total = b->nprefixes;
@@ -245,64 +248,41 @@ static int manifest_build(struct om_config *cfg, int threads, const char *output
     struct build b = {.s3 = c.s3};
     pthread_mutex_init(&b.lock, NULL);
     uint64_t start = om_now_ms();
-    bool tty = isatty(2);
     /* the first level: its objects, and the prefixes listed in parallel */
-    struct keys first = {0};
-    struct page_sink sink = {.b = &b, .keys = &first, .prefixes = &b.prefixes,
-                             .nprefixes = &b.nprefixes};
+    struct page_sink sink = {.b = &b, .keys = &b.keys, .first_level = true};
     int rc = list_prefix(&b, cfg->prefix, "/", &sink);
     pthread_t t[64];
     int nt = 0;
-    for (int i = 0; !rc && i < threads && i < 64 && (size_t)i < b.nprefixes; i++)
-        nt += pthread_create(&t[nt], NULL, build_worker, &b) == 0;
-    for (;;) {
+    for (int i = 0; !rc && i < threads && i < 64 && (size_t)i < b.nprefixes; i++) {
         pthread_mutex_lock(&b.lock);
-        bool all = b.done == b.nprefixes || b.error || nt == 0;
+        b.threads++;
         pthread_mutex_unlock(&b.lock);
-        if (all)
-            break;
-        if (tty)
-            build_progress(&b, (double)(om_now_ms() - start) / 1000.0, false);
-        usleep(200000);
+        if (pthread_create(&t[nt], NULL, build_worker, &b) == 0) {
+            nt++;
+        } else {
+            pthread_mutex_lock(&b.lock);
+            b.threads--;
+            pthread_mutex_unlock(&b.lock);
+        }
     }
+    if (!rc && nt == 0 && b.nprefixes > 0)
+        b.error = -EAGAIN; /* no thread could start */
+    ctl_wait(build_ended, build_progress, &b);
     for (int i = 0; i < nt; i++)
         pthread_join(t[i], NULL);
     double secs = (double)(om_now_ms() - start) / 1000.0;
-    if (tty && !rc)
-        build_progress(&b, secs, true);
-    if (!rc && !b.error && nt == 0 && b.nprefixes > 0)
-        b.error = -EAGAIN; /* no thread could start */
     int status = 0;
-    if (rc || b.error) {
+    if (b.error) {
         status = ctl_fail("listing %s:%s failed: %s (HTTP %ld %s)", cfg->bucket, b.what,
-                          strerror(-(rc ? rc : b.error)), b.err.status, b.err.code);
+                          strerror(-b.error), b.err.status, b.err.code);
     } else {
-        /* the first level's objects join the rest */
-        struct keys all = b.keys;
-        for (size_t i = 0; i < first.n && !status; i++) {
-            if (all.n == all.cap) {
-                size_t cap = all.cap ? 2 * all.cap : 1024;
-                struct om_manifest_key *v = realloc(all.v, cap * sizeof(*v));
-                if (!v) {
-                    status = ctl_fail("out of memory");
-                    break;
-                }
-                all.v = v;
-                all.cap = cap;
-            }
-            all.v[all.n++] = first.v[i];
-            first.v[i].key = NULL;
-        }
-        b.keys = all;
-        if (!status)
-            status = write_manifest(cfg, &b.keys, output);
+        status = write_manifest(cfg, &b.keys, output);
         if (!status)
             fprintf(stderr,
                     "objmountctl: manifest of %s%s%s: %zu keys from %" PRIu64
                     " listing pages in %.1f s\n",
                     cfg->bucket, cfg->prefix[0] ? ":" : "", cfg->prefix, b.keys.n, b.pages, secs);
     }
-    keys_free(&first);
     keys_free(&b.keys);
     for (size_t i = 0; i < b.nprefixes; i++)
         free(b.prefixes[i]);

@@ -26,6 +26,12 @@ static int temp_fd(void)
     return fd;
 }
 
+static void free_keys(char **keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -422,8 +428,7 @@ START_TEST(test_damaged_files_refused)
     memcpy(longer, buf, len);
     ck_assert_int_eq(open_err(longer, len + 5, err, sizeof(err)), -EBADMSG);
     free(longer);
-    for (int i = 0; i < 200; i++)
-        free(keys[i]);
+    free_keys(keys, 200);
     free(bad);
     free(buf);
 }
@@ -459,8 +464,7 @@ START_TEST(test_unchecked_damage_is_safe)
         ck_assert_int_le(calls, 1000);
         om_manifest_close(mf);
     }
-    for (int i = 0; i < 300; i++)
-        free(keys[i]);
+    free_keys(keys, 300);
     free(bad);
     free(buf);
 }
