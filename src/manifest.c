@@ -168,12 +168,12 @@ static uint64_t etag_form(const char *etag, unsigned char md5[OM_MD5_LEN])
 
 struct cursor {
     const struct om_manifest *mf;
-    uint64_t block;    /* block of the current entry */
-    uint32_t i;        /* entries of the block decoded so far */
-    uint32_t n;        /* entries in the block */
-    const uint8_t *p;  /* next entry */
+    uint64_t block;     /* block of the current entry */
+    uint32_t i;         /* entries of the block decoded so far */
+    uint32_t n;         /* entries in the block */
+    const uint8_t *p;   /* next entry */
     const uint8_t *end; /* end of the block */
-    bool valid;        /* an entry is current */
+    bool valid;         /* an entry is current */
     char key[OM_S3_KEY_MAX + 1];
     size_t klen;
     uint64_t size;
@@ -361,8 +361,8 @@ static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errle
     mf->info.version = get_u32(b + OFF_VERSION);
     if (mf->info.version != OM_MANIFEST_VERSION)
         return fail(err, errlen, -EPROTONOSUPPORT,
-                    "format version %" PRIu32 ", this objmount reads version %d",
-                    mf->info.version, OM_MANIFEST_VERSION);
+                    "format version %" PRIu32 ", this objmount reads version %d", mf->info.version,
+                    OM_MANIFEST_VERSION);
     mf->info.flags = get_u32(b + OFF_FLAGS);
     uint64_t size = get_u64(b + OFF_SIZE);
     if (!(flags & OM_MANIFEST_NO_CHECKSUM)) {
@@ -376,7 +376,8 @@ static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errle
         }
     }
     if (size != len)
-        return fail(err, errlen, size > len ? -EIO : -EBADMSG, "%s: %zu bytes, the header says %" PRIu64,
+        return fail(err, errlen, size > len ? -EIO : -EBADMSG,
+                    "%s: %zu bytes, the header says %" PRIu64,
                     size > len ? "truncated" : "trailing bytes", len, size);
     mf->info.file_size = size;
     mf->info.keys = get_u64(b + OFF_KEYS);

@@ -77,8 +77,8 @@ static int fetch(const struct om_manifest_mount *mm, const char *key, const char
         size = n >= 0 ? obj.size : 0;
     }
     if (n < 0) {
-        snprintf(err, errlen, "manifest s3:%s: %s (HTTP %ld%s%s)", key, strerror((int)-n),
-                 e.status, e.code[0] ? " " : "", e.code);
+        snprintf(err, errlen, "manifest s3:%s: %s (HTTP %ld%s%s)", key, strerror((int)-n), e.status,
+                 e.code[0] ? " " : "", e.code);
         free(buf);
         return (int)n;
     }
@@ -115,8 +115,7 @@ int om_manifest_open_for_mount(const struct om_manifest_mount *mm, struct om_man
     int rc = 0;
     if (strncmp(mm->spec, "s3:", 3) == 0) {
         if (!(path = cached = cached_path(mm, mm->spec + 3))) {
-            snprintf(err, errlen, "manifest %s: cannot make %s/manifests", mm->spec,
-                     mm->cache_dir);
+            snprintf(err, errlen, "manifest %s: cannot make %s/manifests", mm->spec, mm->cache_dir);
             return -EIO;
         }
         if ((rc = fetch(mm, mm->spec + 3, path, err, errlen)) != 0) {

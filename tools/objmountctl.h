@@ -16,8 +16,7 @@ void ctl_progress(double frac, const char *text, bool final);
 /* Wait until ended(ud), redrawing the progress line with draw(ud, seconds
  * so far, final) every 200 ms when stderr is a terminal, and once more at
  * the end. Returns the seconds waited. */
-double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, bool final),
-                void *ud);
+double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, bool final), void *ud);
 
 /* objmountctl manifest build|show (objmountctl_manifest.c). pos[0] is
  * "manifest". Returns the exit status. */

@@ -55,10 +55,10 @@ static void keys_free(struct keys *k)
 struct build {
     struct om_s3 *s3;
     pthread_mutex_t lock;
-    struct keys keys;   /* every object found */
-    char **prefixes;    /* common prefixes of the first level */
+    struct keys keys; /* every object found */
+    char **prefixes;  /* common prefixes of the first level */
     size_t nprefixes, next, done;
-    int threads;        /* running */
+    int threads; /* running */
     uint64_t pages;
     uint64_t found; /* keys listed so far */
     int error;
@@ -69,8 +69,8 @@ struct build {
 struct page_sink {
     struct build *b;
     struct keys *keys;
-    size_t counted;    /* keys->n at the last page */
-    bool first_level;  /* common prefixes go to b->prefixes */
+    size_t counted;   /* keys->n at the last page */
+    bool first_level; /* common prefixes go to b->prefixes */
 };
 
 static int on_entry(void *ud, const struct om_list_entry *e)
@@ -343,8 +343,8 @@ static int manifest_show(const char *path, bool keys)
         printf("source      %s:%s\n", info->bucket, info->prefix);
         printf("built       %s (%.1f days ago)\n", when,
                difftime(time(NULL), info->built) / 86400.0);
-        printf("keys        %" PRIu64 " in %" PRIu64 " blocks, %.1f GiB of objects\n",
-               info->keys, info->blocks, (double)all.bytes / (1024.0 * 1024 * 1024));
+        printf("keys        %" PRIu64 " in %" PRIu64 " blocks, %.1f GiB of objects\n", info->keys,
+               info->blocks, (double)all.bytes / (1024.0 * 1024 * 1024));
         printf("first level %" PRIu64 " objects, %" PRIu64 " directories\n", top.objects,
                top.prefixes);
         printf("size        %" PRIu64 " bytes, %.1f per key\n", info->file_size,

@@ -84,7 +84,7 @@ struct om_manifest_mount {
     const char *spec; /* a local PATH, or "s3:KEY": a key of the mounted bucket */
     struct om_s3 *s3; /* the mount's client, for s3:KEY */
     const char *endpoint, *bucket, *prefix; /* of the mount */
-    const char *cache_dir; /* s3:KEY is stored under cache_dir/manifests */
+    const char *cache_dir;                  /* s3:KEY is stored under cache_dir/manifests */
 };
 
 /* The manifest of a mount: s3:KEY is fetched with one GET (two above 64

@@ -45,9 +45,9 @@ static unsigned char *write_keys(char **keys, size_t n, const char *const *etags
     struct om_manifest_writer *w = om_manifest_writer_new(fd, "bucket", "pre/", 1700000000);
     ck_assert_ptr_nonnull(w);
     for (size_t i = 0; i < n; i++)
-        ck_assert_int_eq(om_manifest_writer_add(w, keys[i], i, 1700000000 + (time_t)i,
-                                                etags ? etags[i] : NULL),
-                         0);
+        ck_assert_int_eq(
+            om_manifest_writer_add(w, keys[i], i, 1700000000 + (time_t)i, etags ? etags[i] : NULL),
+            0);
     ck_assert_int_eq(om_manifest_writer_finish(w), 0);
     om_manifest_writer_free(w);
     struct stat st;
@@ -138,8 +138,8 @@ static void manifest_list(struct om_manifest *mf, const char *prefix, char delim
 
 static void assert_same(const struct got *a, const struct got *b, const char *prefix, char delim)
 {
-    ck_assert_msg(a->n == b->n, "prefix '%s' delim %d: %zu entries, model %zu", prefix, delim,
-                  a->n, b->n);
+    ck_assert_msg(a->n == b->n, "prefix '%s' delim %d: %zu entries, model %zu", prefix, delim, a->n,
+                  b->n);
     for (size_t i = 0; i < a->n; i++)
         ck_assert_msg(strcmp(a->v[i], b->v[i]) == 0, "prefix '%s' delim %d: #%zu %s, model %s",
                       prefix, delim, i, a->v[i], b->v[i]);
@@ -198,17 +198,17 @@ END_TEST
 START_TEST(test_etag_forms)
 {
     const char *etags[] = {
-        "0123456789abcdef0123456789abcdef",        /* MD5: 16 bytes */
-        "0123456789abcdef0123456789abcdef-3",      /* multipart */
-        "0123456789abcdef0123456789abcdef-10000",  /* the most parts */
-        "0123456789ABCDEF0123456789ABCDEF",        /* upper case: kept as text */
-        "0123456789abcdef0123456789abcdef-0",      /* text */
-        "0123456789abcdef0123456789abcdef-007",    /* text: would not round trip */
-        "0123456789abcdef0123456789abcdef-10001",  /* text */
-        "0123456789abcdef0123456789abcdef-",       /* text */
-        "0123456789abcdef0123456789abcde",         /* 31 digits: text */
-        "ais-etag-not-an-md5",                     /* AIStore */
-        "",                                        /* none */
+        "0123456789abcdef0123456789abcdef",       /* MD5: 16 bytes */
+        "0123456789abcdef0123456789abcdef-3",     /* multipart */
+        "0123456789abcdef0123456789abcdef-10000", /* the most parts */
+        "0123456789ABCDEF0123456789ABCDEF",       /* upper case: kept as text */
+        "0123456789abcdef0123456789abcdef-0",     /* text */
+        "0123456789abcdef0123456789abcdef-007",   /* text: would not round trip */
+        "0123456789abcdef0123456789abcdef-10001", /* text */
+        "0123456789abcdef0123456789abcdef-",      /* text */
+        "0123456789abcdef0123456789abcde",        /* 31 digits: text */
+        "ais-etag-not-an-md5",                    /* AIStore */
+        "",                                       /* none */
     };
     size_t n = sizeof(etags) / sizeof(etags[0]);
     char *keys[sizeof(etags) / sizeof(etags[0])];
@@ -246,8 +246,8 @@ END_TEST
 
 START_TEST(test_build_sorts_and_dedups)
 {
-    struct om_manifest_key k[] = {{.key = "b/2"}, {.key = "a"}, {.key = "b/1"}, {.key = "a"},
-                                  {.key = "\xc3\xa9"}, {.key = "B"}};
+    struct om_manifest_key k[] = {{.key = "b/2"}, {.key = "a"},        {.key = "b/1"},
+                                  {.key = "a"},   {.key = "\xc3\xa9"}, {.key = "B"}};
     int fd = temp_fd();
     ck_assert_int_eq(om_manifest_build(fd, "bk", "", 5, k, 6), 0);
     struct om_manifest *mf = NULL;
@@ -271,8 +271,8 @@ END_TEST
  * delimiter, in one page and in small pages, against the model. */
 START_TEST(test_listing_matches_model)
 {
-    static const char *const parts[] = {"a", "b", "a b", "\xc3\xa9", "z", "a/", "b/", "c/",
-                                        "0", "a.", "-", "~"};
+    static const char *const parts[] = {"a",  "b",  "a b", "\xc3\xa9", "z", "a/",
+                                        "b/", "c/", "0",   "a.",       "-", "~"};
     srand(1234);
     for (int round = 0; round < 12; round++) {
         size_t n = (size_t)(round < 3 ? round * 7 + 1 : 50 + rand() % (round * 400));
@@ -365,9 +365,8 @@ START_TEST(test_common_prefix_of_many_keys)
     ck_assert_str_eq(g.v[2], "P:c/");
     got_free(&g);
     int calls = 0;
-    ck_assert_int_eq(om_manifest_list(mf, "big/", '/', "big/00000100", 10, count_calls, &calls,
-                                      NULL),
-                     0);
+    ck_assert_int_eq(
+        om_manifest_list(mf, "big/", '/', "big/00000100", 10, count_calls, &calls, NULL), 0);
     ck_assert_int_eq(calls, 10);
     for (size_t i = 0; i < n + 2; i++)
         free(keys[i]);
@@ -402,9 +401,9 @@ START_TEST(test_damaged_files_refused)
         ck_assert_msg(rc == -EIO && strstr(err, "truncated"), "cut %zu: %d %s", cut, rc, err);
     }
     /* not a manifest */
-    ck_assert_int_eq(open_err((const unsigned char *)"hello world, this is text", 25, err,
-                              sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(
+        open_err((const unsigned char *)"hello world, this is text", 25, err, sizeof(err)),
+        -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "not an objmount manifest"));
     /* another version */
     unsigned char *bad = malloc(len);
@@ -485,7 +484,8 @@ START_TEST(test_bytes_per_key)
     }
     size_t len;
     unsigned char *buf = write_keys(keys, n, etags, &len);
-    printf("manifest of %zu keys: %zu bytes, %.1f bytes per key\n", n, len, (double)len / (double)n);
+    printf("manifest of %zu keys: %zu bytes, %.1f bytes per key\n", n, len,
+           (double)len / (double)n);
     ck_assert_uint_lt(len / n, 32);
     struct om_manifest *mf = open_buf(buf, len);
     struct om_s3_object o;
