@@ -1322,8 +1322,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "cache") == 0)
         return cmd_cache(pos, npos, threads);
-    if (strcmp(cmd, "manifest") == 0)
-        return ctl_manifest(&cfg, pos, npos, threads, output, keys);
+    if (strcmp(cmd, "manifest") == 0) {
+        int status = ctl_manifest(&cfg, pos, npos, threads, output, keys);
+        om_config_free(&cfg);
+        return status;
+    }
     static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
                                         "doctor", "cache", "manifest"};
     bool is_known = false;
