@@ -25,7 +25,7 @@ struct fh {
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
-    bool gone_told; /* the object vanished while open: said once */
+    bool gone_told; /* the object vanished or changed while open: said once */
 };
 
 static void fh_free(struct om_fs *fs, struct fh *h)
@@ -345,16 +345,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     ssize_t n = om_reader_view(r, size, (uint64_t)off, &v);
     if (n == -ESTALE) {
         /* the object changed under this open: EIO here, and the next open
-         * looks at the object again instead of trusting cached attributes */
+         * looks at the object again instead of trusting cached attributes
+         * (a manifest's attributes stay: its version is the only one read) */
         om_meta_expire(fs->meta, h->ino);
-        n = -EIO;
-    } else if (n == -ENOENT) {
-        if (!h->gone_told) {
-            om_warn("read %s: the object is gone (unlinked through this mount or removed by "
-                    "another client while open): what is not in memory cannot be read (EIO)",
+        if (fs->manifest && !h->gone_told) {
+            om_warn("read %s: the object changed since the manifest was built (EIO until the "
+                    "manifest is rebuilt)",
                     h->key);
             h->gone_told = true;
         }
+        n = -EIO;
+    } else if (n == -ENOENT) {
+        if (!h->gone_told)
+            om_warn("read %s: the object is gone (%s): what is not in memory cannot be read "
+                    "(EIO)",
+                    h->key,
+                    fs->manifest ? "deleted since the manifest was built"
+                                 : "unlinked through this mount or removed by another client "
+                                   "while open");
+        h->gone_told = true;
         n = -EIO;
     }
     if (n < 0)
