@@ -35,12 +35,16 @@ static int keys_add(struct keys *k, const struct om_list_entry *e)
         k->v = v;
         k->cap = cap;
     }
+    /* key and ETag in one allocation: a build holds every key at once */
+    size_t klen = strlen(e->key) + 1, elen = strlen(e->etag ? e->etag : "") + 1;
     struct om_manifest_key *m = &k->v[k->n];
-    if (!(m->key = strdup(e->key)))
+    if (!(m->key = malloc(klen + elen)))
         return -ENOMEM;
+    memcpy(m->key, e->key, klen);
+    memcpy(m->key + klen, e->etag ? e->etag : "", elen);
+    m->etag = m->key + klen;
     m->size = e->size;
     m->mtime = e->mtime;
-    om_strlcpy(m->etag, e->etag ? e->etag : "", sizeof(m->etag));
     k->n++;
     return 0;
 }

@@ -117,9 +117,9 @@ void om_manifest_writer_free(struct om_manifest_writer *w);
 /* An entry for om_manifest_build. */
 struct om_manifest_key {
     char *key;
+    const char *etag; /* without quotes; NULL or "" for none */
     uint64_t size;
     time_t mtime;
-    char etag[OM_ETAG_MAX];
 };
 
 /* Sort keys by bytes, drop duplicates (one is kept) and write them all.
