@@ -33,7 +33,7 @@ static const char magic[8] = {'O', 'M', 'M', 'A', 'N', 'I', 'F', '1'};
 enum {
     OFF_VERSION = 8,
     OFF_SHA = 12,
-    OFF_HASHED = 44, /* the checksum covers every byte from here */
+    OFF_HASHED = 44, /* the checksum covers every byte from here (see checksum()) */
     OFF_FLAGS = 44,
     OFF_KEYS = 48,
     OFF_BUILT = 56,
@@ -349,6 +349,26 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* The checksum of a file of len bytes whose header ends at hl: SHA-256 of
+ * the blocks and the index [hl, len), then of the header after the checksum
+ * [OFF_HASHED, hl), so that a writer hashes the body as it streams it and
+ * the header once its counts are known. 0 or -ENOMEM. */
+static int checksum(const uint8_t *b, size_t hl, size_t len, unsigned char sha[OM_SHA256_LEN])
+{
+    struct om_digest d;
+    int rc = om_digest_init(&d, OM_DIGEST_SHA256);
+    if (rc)
+        return rc;
+    rc = om_digest_update(&d, b + hl, len - hl);
+    if (!rc)
+        rc = om_digest_update(&d, b + OFF_HASHED, hl - OFF_HASHED);
+    if (rc) {
+        om_digest_free(&d);
+        return rc;
+    }
+    return om_digest_final(&d, sha);
+}
+
 /* The header and the index; every block's first key in order. */
 static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errlen)
 {
@@ -365,9 +385,18 @@ static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errle
                     OM_MANIFEST_VERSION);
     mf->info.flags = get_u32(b + OFF_FLAGS);
     uint64_t size = get_u64(b + OFF_SIZE);
+    /* the header's length: the bucket and prefix names end it */
+    size_t blen = get_u16(b + OFF_NAMES);
+    size_t plen = OFF_NAMES + 4 + blen <= len ? get_u16(b + OFF_NAMES + 2 + blen) : 0;
+    mf->body_off = OFF_NAMES + 4 + blen + plen;
+    if (mf->body_off > len) {
+        if (size > len)
+            return fail(err, errlen, -EIO, "truncated: %zu of %" PRIu64 " bytes", len, size);
+        return fail(err, errlen, -EBADMSG, "malformed header");
+    }
     if (!(flags & OM_MANIFEST_NO_CHECKSUM)) {
         unsigned char sha[OM_SHA256_LEN];
-        if (om_sha256(b + OFF_HASHED, len - OFF_HASHED, sha))
+        if (checksum(b, mf->body_off, len, sha))
             return fail(err, errlen, -ENOMEM, "cannot compute SHA-256");
         if (memcmp(sha, b + OFF_SHA, OM_SHA256_LEN) != 0) {
             if (size > len)
@@ -385,12 +414,7 @@ static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errle
     mf->index_off = get_u64(b + OFF_INDEX);
     mf->info.blocks = get_u32(b + OFF_BLOCKS);
     mf->block_keys = get_u32(b + OFF_BLOCK_KEYS);
-    size_t blen = get_u16(b + OFF_NAMES);
-    if (OFF_NAMES + 4 + blen > len)
-        return fail(err, errlen, -EBADMSG, "malformed header");
-    size_t plen = get_u16(b + OFF_NAMES + 2 + blen);
-    mf->body_off = OFF_NAMES + 4 + blen + plen;
-    if (mf->body_off > len || mf->block_keys == 0 || mf->index_off < mf->body_off ||
+    if (mf->block_keys == 0 || mf->index_off < mf->body_off ||
         mf->index_off > len || (len - mf->index_off) / 8 != mf->info.blocks ||
         (len - mf->index_off) % 8 ||
         mf->info.blocks != (mf->info.keys + mf->block_keys - 1) / mf->block_keys)
@@ -625,6 +649,8 @@ struct om_manifest_writer {
     size_t prevlen;
     int64_t prev_mtime;
     uint64_t header_len;
+    struct om_digest sha; /* of what flush wrote: the blocks, then the index */
+    bool sha_open;
 };
 
 static size_t header_len(const char *bucket, const char *prefix)
@@ -653,6 +679,11 @@ struct om_manifest_writer *om_manifest_writer_new(int fd, const char *bucket, co
         om_manifest_writer_free(w);
         return NULL;
     }
+    if (om_digest_init(&w->sha, OM_DIGEST_SHA256)) {
+        om_manifest_writer_free(w);
+        return NULL;
+    }
+    w->sha_open = true;
     w->built = built;
     w->header_len = header_len(bucket, prefix);
     w->off = w->header_len;
@@ -661,6 +692,8 @@ struct om_manifest_writer *om_manifest_writer_new(int fd, const char *bucket, co
 
 static int flush(struct om_manifest_writer *w)
 {
+    if (om_digest_update(&w->sha, w->buf, w->len))
+        return w->error = -ENOMEM;
     size_t done = 0;
     while (done < w->len) {
         ssize_t n = pwrite(w->fd, w->buf + done, w->len - done, (off_t)(w->off + done));
@@ -770,16 +803,18 @@ int om_manifest_writer_finish(struct om_manifest_writer *w)
     memcpy(h + OFF_NAMES + 2, w->bucket, blen);
     put_u16(h + OFF_NAMES + 2 + blen, (uint16_t)plen);
     memcpy(h + OFF_NAMES + 4 + blen, w->prefix, plen);
-    int rc = 0;
-    if (pwrite(w->fd, h, hl, 0) != (ssize_t)hl)
-        rc = errno ? -errno : -EIO;
-    unsigned char sha[OM_SHA256_LEN];
+    /* the checksum: the body as streamed, then the header after it */
+    int rc = om_digest_update(&w->sha, h + OFF_HASHED, hl - OFF_HASHED) ? -ENOMEM : 0;
+    w->sha_open = false;
+    if (!rc)
+        rc = om_digest_final(&w->sha, h + OFF_SHA) ? -ENOMEM : 0;
+    else
+        om_digest_free(&w->sha);
+    ssize_t n = rc ? 0 : pwrite(w->fd, h, hl, 0);
+    if (!rc && n != (ssize_t)hl)
+        rc = n < 0 ? -errno : -EIO;
     if (!rc && ftruncate(w->fd, (off_t)size) != 0)
         rc = -errno;
-    if (!rc)
-        rc = om_digest_fd_range(OM_DIGEST_SHA256, w->fd, OFF_HASHED, size - OFF_HASHED, sha);
-    if (!rc && pwrite(w->fd, sha, sizeof(sha), OFF_SHA) != (ssize_t)sizeof(sha))
-        rc = errno ? -errno : -EIO;
     free(h);
     return w->error = rc;
 }
@@ -788,6 +823,8 @@ void om_manifest_writer_free(struct om_manifest_writer *w)
 {
     if (!w)
         return;
+    if (w->sha_open)
+        om_digest_free(&w->sha);
     free(w->bucket);
     free(w->prefix);
     free(w->buf);

@@ -178,8 +178,7 @@ static void build_progress(void *ud, double secs, bool final)
     ctl_progress(total ? (double)done / (double)total : 1.0, text, final);
 }
 
-/* Where the manifest goes: FILE (written beside it, then renamed), stdout
- * when it is a file, else a temporary file copied to stdout. */
+/* Everything of from to to. 0 or -errno. */
 static int copy_fd(int from, int to)
 {
     char buf[1 << 16];
@@ -202,6 +201,9 @@ static int copy_fd(int from, int to)
     }
 }
 
+/* Where the manifest goes: FILE (written beside it, then renamed), stdout
+ * when it is a file opened at its start, else a temporary file copied to
+ * stdout (a pipe, ">>"). */
 static int write_manifest(struct om_config *cfg, struct keys *k, const char *output)
 {
     struct stat st;
@@ -214,8 +216,9 @@ static int write_manifest(struct om_config *cfg, struct keys *k, const char *out
         if (asprintf(&tmp, "%s.tmp.%d", output, (int)getpid()) < 0)
             return ctl_fail("out of memory");
         fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    } else if (fstat(1, &st) == 0 && S_ISREG(st.st_mode)) {
-        fd = 1;
+    } else if (fstat(1, &st) == 0 && S_ISREG(st.st_mode) && lseek(1, 0, SEEK_CUR) == 0 &&
+               !(fcntl(1, F_GETFL) & O_APPEND)) {
+        fd = 1; /* "> FILE": written in place (the header goes last, at offset 0) */
     } else {
         FILE *t = tmpfile();
         fd = t ? dup(fileno(t)) : -1;

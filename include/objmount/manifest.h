@@ -4,8 +4,9 @@
  * without LIST or HEAD requests.
  *
  * Format (version 1, little-endian; doc/decisions.md "Manifest mounts"):
- *   header   magic "OMMANIF1"(8), version u32, SHA-256 (32) of every byte
- *            after it; then flags u32, key count u64, build time u64 (s), file
+ *   header   magic "OMMANIF1"(8), version u32, SHA-256 (32) of the blocks
+ *            and index, then of the header bytes after the checksum; then
+ *            flags u32, key count u64, build time u64 (s), file
  *            size u64, index offset u64, block count u32, keys per block
  *            u32, bucket length u16 + bytes, prefix length u16 + bytes
  *   blocks   keys sorted by bytes (S3 order), front coded: the first entry
@@ -99,8 +100,8 @@ int om_manifest_open_for_mount(const struct om_manifest_mount *mm, struct om_man
 
 struct om_manifest_writer;
 
-/* A writer into fd, which must be seekable (the header is written last).
- * NULL on ENOMEM. */
+/* A writer into fd, a regular file open for writing (pwrite: the header
+ * is written last, at offset 0; nothing is read back). NULL on ENOMEM. */
 struct om_manifest_writer *om_manifest_writer_new(int fd, const char *bucket, const char *prefix,
                                                   time_t built);
 /* Append one key; keys must come in strictly increasing byte order

@@ -70,14 +70,17 @@ def test_build_and_show(s3server, bucket, seeded, tmp_path):
     lines = keys.stdout.splitlines()
     assert [ln.split("\t")[3] for ln in lines] == sorted(seeded, key=lambda k: k.encode())
     assert all(int(ln.split("\t")[0]) == len(seeded[ln.split("\t")[3]]) for ln in lines)
-    # to stdout (a pipe): the same bytes
-    piped = subprocess.run(["bash", "-c", '"$0" manifest build "$1" -o "endpoint=$2" | cat > "$3"',
+    # to stdout: a pipe, a file, a file appended to
+    (tmp_path / "appended").write_bytes(b"")
+    for name, redirect in (("piped", '| cat > "$3"'), ("file", '> "$3"'),
+                           ("appended", '>> "$3"')):
+        p = subprocess.run(["bash", "-c", '"$0" manifest build "$1" -o "endpoint=$2" ' + redirect,
                             tool("objmountctl"), bucket, s3server.endpoint,
-                            str(tmp_path / "piped")],
+                            str(tmp_path / name)],
                            env=daemon_env(), capture_output=True, text=True)
-    assert piped.returncode == 0, piped.stderr
-    again = ctl(["manifest", "show", str(tmp_path / "piped")])
-    assert "keys        %d " % len(seeded) in again.stdout, again.stdout + again.stderr
+        assert p.returncode == 0, p.stderr
+        again = ctl(["manifest", "show", str(tmp_path / name)])
+        assert "keys        %d " % len(seeded) in again.stdout, name + again.stdout + again.stderr
 
 
 def test_walk_costs_no_list_and_no_head(s3server, mount, faultproxy, bucket, seeded, tmp_path,
