@@ -416,6 +416,12 @@ def manifest_case(args, srv, nkeys, work, logdir):
             pid = mt.m.pid
             res["start_requests"] = srv.stats(reset=True)["requests"]["by_kind"]
             res["rss_after_mount_kib"] = status_kib(pid, "VmRSS")
+            secs, out, rc = mt.run("ls %s | wc -l" % mt.path, args.timeout)
+            res["first_ls_s"] = round(secs, 3) if secs is not None else None
+            if args.no_manifest_find:
+                res["cpu_s"] = round(peermod.cpu_seconds(pid), 2)
+                res["find_requests"] = srv.stats()["requests"]["by_kind"]
+                return res
             secs, out, rc = mt.run("find %s -type f | wc -l" % mt.path, args.timeout)
             res["find_requests"] = srv.stats()["requests"]["by_kind"]
             if secs is None:
@@ -430,6 +436,11 @@ def manifest_case(args, srv, nkeys, work, logdir):
                                                                                nkeys)
     except peermod.MountError as e:
         res["error"] = str(e)[:500]
+    if res.get("find_s") is None and not res.get("error"):
+        log("  manifest %9d keys: build %.1f s, %.1f bytes/key; start %.3f s (%s), first ls "
+            "%.3f s" % (nkeys, res["build_s"], res["manifest_bytes_per_key"], res["start_s"],
+                        fmt_kinds(res["start_requests"]) or "no request", res["first_ls_s"]))
+        return res
     log("  manifest %9d keys: %s" % (nkeys, res.get("error") or (
         "build %.1f s (%s), %.1f bytes/key; start %.3f s (%s); find %.2f s (%s), peak RSS "
         "%.1f MiB" % (res["build_s"], fmt_kinds(res["build_requests"]),
@@ -506,19 +517,21 @@ def markdown(results, meta):
     if results.get("manifest"):
         lines += ["", "Manifest mounts (`objmountctl manifest build`, then `-o manifest=FILE`):",
                   "", "| keys | build | build requests | manifest | bytes/key | start (mounted) "
-                  "| start requests | find -type f | find requests | peak RSS |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| start requests | first ls | find -type f | find requests | peak RSS |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in results["manifest"]:
             if r.get("error"):
-                lines.append("| {:,} | {} | | | | | | | | |".format(r["keys"], r["error"]))
+                lines.append("| {:,} | {} | | | | | | | | | |".format(r["keys"], r["error"]))
                 continue
-            lines.append("| {:,} | {:.1f} s | {} | {:.1f} MiB | {} | {:.3f} s | {} | {:.2f} s "
-                         "| {} | {:.1f} MiB |".format(
+            lines.append("| {:,} | {:.1f} s | {} | {:.1f} MiB | {} | {:.3f} s | {} | {} | {} "
+                         "| {} | {} |".format(
                              r["keys"], r["build_s"], fmt_kinds(r["build_requests"]),
                              r["manifest_bytes"] / MiB, r["manifest_bytes_per_key"],
                              r["start_s"], fmt_kinds(r["start_requests"]) or "none",
-                             r["find_s"], fmt_kinds(r["find_requests"]) or "none",
-                             r["peak_rss_kib"] / 1024))
+                             fmt(r.get("first_ls_s"), "%.3f s"),
+                             fmt(r.get("find_s"), "%.2f s"),
+                             fmt_kinds(r["find_requests"]) or "none",
+                             fmt(r.get("peak_rss_kib") and r["peak_rss_kib"] / 1024, "%.1f MiB")))
     errors = ["%s %s keys: %s" % (r["peer"], r["keys"], r["error"]) for r in results["find"]
               if r.get("error") and not r["error"].startswith("skipped")]
     if errors:
@@ -569,6 +582,11 @@ def parse_args(argv):
     ap.add_argument("--no-ls", action="store_true", help="skip the ls -l case")
     ap.add_argument("--no-manifest", action="store_true",
                     help="skip the manifest mounts (build, start, find)")
+    ap.add_argument("--no-manifest-find", action="store_true",
+                    help="manifest mounts: build and start (and one ls) only, no find")
+    ap.add_argument("--manifest-only", action="store_true",
+                    help="skip the find of every peer: only the manifest case (and ls -l "
+                    "unless --no-ls)")
     ap.add_argument("--out", default=None,
                     help="results directory (default results/scale-<timestamp>/)")
     peermod.add_peer_args(ap)
@@ -598,7 +616,7 @@ def main(argv=None):
                               bucket=BUCKET, fanout=args.fanout, per_dir=args.per_dir,
                               size=args.size).start()
             log("%d keys: synthbucket on %s (depth %d)" % (n, srv.endpoint, srv.layout["depth"]))
-            for name in args.peers:
+            for name in ([] if args.manifest_only else args.peers):
                 why = make_peer(name, args).available()
                 if not why and name == "s3fs" and n > args.s3fs_max_keys:
                     why = "above --s3fs-max-keys %d" % args.s3fs_max_keys
@@ -607,7 +625,7 @@ def main(argv=None):
                     log("  %-8s %9d keys: skipped: %s" % (name, n, why))
                     continue
                 results["find"].append(find_case(name, args, srv, n, work, logdir))
-            if "objmount" in args.peers and not args.no_manifest:
+            if ("objmount" in args.peers or args.manifest_only) and not args.no_manifest:
                 results["manifest"].append(manifest_case(args, srv, n, work, logdir))
             srv.stop()
             srv = None
