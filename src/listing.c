@@ -273,6 +273,7 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
 
 static void *slurp_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-list");
     struct slurp *j = arg;
     struct om_meta *m = j->m;
     struct inode *dir = j->dir;
