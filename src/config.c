@@ -111,6 +111,10 @@ static const struct opt options[] = {
         "how long names and directory listings are trusted (default 10; training: 1 day)"),
     OPT("negative_timeout", "SECONDS", K_MS, negative_timeout_ms, 0, 31536000000ULL,
         "how long a missing name is remembered (default 5; training: 1 day)"),
+    OPT("manifest", "PATH|s3:KEY", K_STRING, manifest, 0, 0,
+        "answer every listing and lookup from a manifest (objmountctl manifest build): a local "
+        "file, or s3:KEY in the mounted bucket fetched with one GET; read-only, no LIST and no "
+        "HEAD, metadata trusted for the whole mount"),
     OPT("keep_cache", NULL, K_FLAG, keep_cache, 0, 0,
         "keep the kernel page cache across opens without comparing ETags"),
     OPT("metadata", "HOW", K_STRING, metadata, 0, 0,
@@ -482,6 +486,44 @@ static const char *env_nonempty(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* Names, attributes and missing names trusted for ms, and the page cache
+ * kept across opens, unless those options were given. */
+static void trust_metadata(struct om_config *cfg, uint64_t ms)
+{
+    if (!om_config_is_set(cfg, "attr_timeout"))
+        cfg->attr_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "entry_timeout"))
+        cfg->entry_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "negative_timeout"))
+        cfg->negative_timeout_ms = ms;
+    if (!om_config_is_set(cfg, "keep_cache"))
+        cfg->keep_cache = true;
+}
+
+/* A manifest mount is read-only, takes metadata from listings only, and
+ * trusts it for the whole mount. */
+static int manifest_defaults(struct om_config *cfg, char *err, size_t errlen)
+{
+    if (om_config_is_set(cfg, "rw") && !cfg->ro) {
+        snprintf(err, errlen, "option manifest: a manifest mount is read-only (drop rw)");
+        return -EINVAL;
+    }
+    if (cfg->metadata && strcmp(cfg->metadata, "listing") != 0) {
+        snprintf(err, errlen, "option manifest: metadata=%s needs HEAD requests; a manifest "
+                 "mount takes metadata from the manifest only (metadata=listing)", cfg->metadata);
+        return -EINVAL;
+    }
+    if (strncmp(cfg->manifest, "s3:", 3) == 0 && !cfg->manifest[3]) {
+        snprintf(err, errlen, "option manifest: s3: needs a key (manifest=s3:KEY)");
+        return -EINVAL;
+    }
+    cfg->ro = true;
+    if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
+        return -ENOMEM;
+    trust_metadata(cfg, 31536000000ULL); /* a year, the longest timeout */
+    return 0;
+}
+
 int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
                        size_t errlen)
 {
@@ -562,20 +604,14 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
         return -EINVAL;
     }
     if (cfg->profile && strcmp(cfg->profile, "training") == 0) {
-        const uint64_t day = 86400000;
-        if (!om_config_is_set(cfg, "attr_timeout"))
-            cfg->attr_timeout_ms = day;
-        if (!om_config_is_set(cfg, "entry_timeout"))
-            cfg->entry_timeout_ms = day;
-        if (!om_config_is_set(cfg, "negative_timeout"))
-            cfg->negative_timeout_ms = day;
-        if (!om_config_is_set(cfg, "keep_cache"))
-            cfg->keep_cache = true;
+        trust_metadata(cfg, 86400000); /* a day */
         if (!cfg->metadata && !(cfg->metadata = strdup("listing")))
             return -ENOMEM;
         if (!cfg->data_cache && !(cfg->data_cache = strdup("auto")))
             return -ENOMEM;
     }
+    if (cfg->manifest && manifest_defaults(cfg, err, errlen))
+        return -EINVAL;
     cfg->data_cache_bytes = 0;
     if (cfg->data_cache && strcmp(cfg->data_cache, "auto") != 0 &&
         strcmp(cfg->data_cache, "off") != 0 &&

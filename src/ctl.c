@@ -223,6 +223,7 @@ static void answer(struct om_ctl *c, int fd)
 
 static void *ctl_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-ctl");
     struct om_ctl *c = arg;
     for (;;) {
         struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake[0], .events = POLLIN}};

@@ -550,6 +550,7 @@ static int load_blocks(struct om_dcache *dc, struct job *j)
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-dcache");
     struct om_dcache *dc = arg;
     pthread_mutex_lock(&dc->lock);
     for (;;) {

@@ -25,7 +25,7 @@ struct fh {
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
-    bool gone_told; /* the object vanished while open: said once */
+    bool gone_told; /* the object vanished or changed while open: said once */
 };
 
 static void fh_free(struct om_fs *fs, struct fh *h)
@@ -345,16 +345,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     ssize_t n = om_reader_view(r, size, (uint64_t)off, &v);
     if (n == -ESTALE) {
         /* the object changed under this open: EIO here, and the next open
-         * looks at the object again instead of trusting cached attributes */
+         * looks at the object again instead of trusting cached attributes
+         * (a manifest's attributes stay: its version is the only one read) */
         om_meta_expire(fs->meta, h->ino);
-        n = -EIO;
-    } else if (n == -ENOENT) {
-        if (!h->gone_told) {
-            om_warn("read %s: the object is gone (unlinked through this mount or removed by "
-                    "another client while open): what is not in memory cannot be read (EIO)",
+        if (fs->manifest && !h->gone_told) {
+            om_warn("read %s: the object changed since the manifest was built (EIO until the "
+                    "manifest is rebuilt)",
                     h->key);
             h->gone_told = true;
         }
+        n = -EIO;
+    } else if (n == -ENOENT) {
+        if (!h->gone_told)
+            om_warn("read %s: the object is gone (%s): what is not in memory cannot be read "
+                    "(EIO)",
+                    h->key,
+                    fs->manifest ? "deleted since the manifest was built"
+                                 : "unlinked through this mount or removed by another client "
+                                   "while open");
+        h->gone_told = true;
         n = -EIO;
     }
     if (n < 0)
@@ -938,6 +947,23 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .small_file_size = cfg->small_file_size,
         .dcache = fs->dcache = open_data_cache(cfg),
     };
+    if (cfg->manifest) {
+        struct om_manifest_mount mm = {
+            .spec = cfg->manifest,
+            .s3 = client->s3,
+            .endpoint = cfg->endpoint,
+            .bucket = cfg->bucket,
+            .prefix = cfg->prefix,
+            .cache_dir = cfg->cache_dir,
+        };
+        int mrc = om_manifest_open_for_mount(&mm, &fs->manifest, err, errlen);
+        if (mrc) {
+            om_fs_destroy(fs);
+            return mrc;
+        }
+        mc.list_page = om_manifest_list_page;
+        mc.list_ud = fs->manifest;
+    }
     fs->readers = om_readers_new(client->s3, &rc);
     mc.fetch_ud = fs->readers;
     fs->meta = om_meta_new(client->s3, &mc);
@@ -1000,4 +1026,6 @@ void om_fs_destroy(struct om_fs *fs)
     fs->readers = NULL;
     fs->meta = NULL;
     pthread_mutex_destroy(&fs->se_lock);
+    om_manifest_close(fs->manifest); /* after meta: its listings read it */
+    fs->manifest = NULL;
 }

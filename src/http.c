@@ -946,6 +946,7 @@ static void sweep_cancels(struct om_http *h)
 
 static void *loop_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-http");
     struct om_http *h = arg;
     for (;;) {
         pthread_mutex_lock(&h->lock);

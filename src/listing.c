@@ -240,6 +240,15 @@ struct page_ctx {
 
 static int page_entry(void *ud, const struct om_list_entry *e);
 
+/* One listing page from the configured source (a manifest), else from S3. */
+static int list_page(struct om_meta *m, const struct om_s3_list_params *p, struct page_ctx *ctx,
+                     char **next, struct om_s3_error *err)
+{
+    if (m->cfg.list_page)
+        return m->cfg.list_page(m->cfg.list_ud, p, page_entry, ctx, next, err);
+    return om_s3_list_page(m->s3, p, page_entry, ctx, next, err);
+}
+
 struct slurp {
     struct om_meta *m;
     struct inode *dir;
@@ -279,6 +288,7 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
 
 static void *slurp_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-list");
     struct slurp *j = arg;
     struct om_meta *m = j->m;
     struct inode *dir = j->dir;
@@ -292,7 +302,7 @@ static void *slurp_main(void *arg)
         struct om_s3_list_params params = {.prefix = j->key, .delimiter = "/", .continuation = token};
         char *next = NULL;
         struct om_s3_error err;
-        rc = om_s3_list_page(m->s3, &params, page_entry, &p, &next, &err);
+        rc = list_page(m, &params, &p, &next, &err);
         free(token);
         token = next;
         pages++;
@@ -520,7 +530,7 @@ static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
         .prefix = dirkey, .delimiter = "/", .continuation = l->token};
     char *next = NULL;
     struct om_s3_error err;
-    int rc = om_s3_list_page(m->s3, &params, page_entry, &p, &next, &err);
+    int rc = list_page(m, &params, &p, &next, &err);
     if (rc) {
         om_warn("listing %s: %s (HTTP %ld %s)", *dirkey ? dirkey : "/", strerror(-rc), err.status,
                 err.code);

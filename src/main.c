@@ -476,7 +476,9 @@ int main(int argc, char **argv)
 
     if (!cfg.foreground)
         daemonize_early();
-    if (check_bucket(&cfg))
+    /* a manifest mount sends no LIST: its first request is the manifest's
+     * GET (s3:KEY) or the first read */
+    if (!cfg.manifest && check_bucket(&cfg))
         return 1;
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -490,7 +492,7 @@ int main(int argc, char **argv)
         rc = add_fuse_opt(&args, "allow_other");
     if (!rc && cfg.default_permissions)
         rc = add_fuse_opt(&args, "default_permissions");
-    if (!rc && cfg.ro)
+    if (!rc && (cfg.ro || cfg.manifest)) /* a manifest mount is read-only */
         rc = add_fuse_opt(&args, "ro");
     if (!rc && cfg.mount_flags)
         rc = add_fuse_opt(&args, cfg.mount_flags);

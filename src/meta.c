@@ -567,6 +567,10 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
             pthread_cond_wait(&m->slurp_cond, &m->lock);
         hit = lookup_cached(m, dir, name, out, &rc);
     }
+    if (hit == CACHED_UNKNOWN && m->cfg.list_page) {
+        hit = CACHED_ANSWERED; /* the directory's listing failed: no HEAD or LIST instead */
+        rc = -EIO;
+    }
     if (hit == CACHED_ANSWERED) {
         m->st.lookups_cached++;
         pthread_mutex_unlock(&m->lock);
@@ -679,8 +683,9 @@ void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n)
  * which is dropped and retaken around the request; i stays referenced. */
 static int refresh(struct om_meta *m, struct inode *i, bool force)
 {
-    if (i->pending || i == m->root || (!force && om_now_ms() < i->attr_expire_ms))
-        return 0;
+    if (i->pending || i == m->root || m->cfg.list_page ||
+        (!force && om_now_ms() < i->attr_expire_ms))
+        return 0; /* with a listing source (a manifest) attributes never change */
     char *key = mi_inode_key(i);
     if (!key)
         return -ENOMEM;

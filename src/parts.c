@@ -21,11 +21,15 @@
 #include "objmount/util.h"
 #include "writer_int.h"
 
-/* Queue w for the workers. Caller holds w->lock. */
+/* Queue w for the workers. Caller holds w->lock. Not while as many parts
+ * as allowed are in flight: part_done queues it when one ends (queued then,
+ * a worker would find nothing to start, wake the commit waiting for the
+ * parts, which would queue it again: a loop that cost more CPU than the
+ * hashing, 2.4 million context switches for 512 MiB). */
 void wi_schedule(struct om_writer *w)
 {
     struct om_writers *ws = w->ws;
-    if (w->in_queue || w->dying)
+    if (w->in_queue || w->dying || w->inflight >= ws->cfg.max_parts_in_flight)
         return;
     pthread_mutex_lock(&ws->lock);
     if (ws->qlen == ws->qcap) {
@@ -355,6 +359,7 @@ static void work_on(struct om_writer *w)
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-upload");
     struct om_writers *ws = arg;
     pthread_mutex_lock(&ws->lock);
     for (;;) {

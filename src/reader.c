@@ -567,6 +567,7 @@ struct fill {
 
 static void *fill_worker(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-fill");
     struct fill *f = arg;
     struct om_readers *rs = f->rs;
     uint64_t nblocks = om_dcache_blocks(&f->o);
@@ -618,6 +619,7 @@ static void *fill_worker(void *arg)
 
 static void *fill_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "om-fill");
     struct fill *f = arg;
     struct om_readers *rs = f->rs;
     pthread_t t[FILL_THREADS];

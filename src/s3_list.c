@@ -214,8 +214,8 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
     return e;
 }
 
-int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
-                   void *ud, struct om_s3_error *err)
+int om_s3_list_pages(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
+                     void *ud, int (*page)(void *ud), struct om_s3_error *err)
 {
     char *token = NULL;
     int rc;
@@ -226,9 +226,17 @@ int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, 
         rc = om_s3_list_page(s3, &p, cb, ud, &next, err);
         free(token);
         token = next;
+        if (!rc && page)
+            rc = page(ud);
     } while (!rc && token);
     free(token);
     return rc;
+}
+
+int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
+                   void *ud, struct om_s3_error *err)
+{
+    return om_s3_list_pages(s3, prefix, delimiter, cb, ud, NULL, err);
 }
 
 static int count_entry(void *ud, const struct om_list_entry *e)

@@ -8,6 +8,8 @@
  *   objmountctl recover list|push|drop [ID...|--all] [--force] [-o OPTIONS]
  *   objmountctl doctor BUCKET [--timeout SECONDS] [-o OPTIONS]
  *   objmountctl cache stats MOUNTPOINT | warm PATH... [--threads N] | drop MOUNTPOINT|PATH...
+ *   objmountctl manifest build BUCKET[:PREFIX] [--threads N] [--output FILE] [-o OPTIONS]
+ *   objmountctl manifest show FILE [--keys]
  *
  * Every failure prints one line naming what went wrong and exits non-zero. */
 #include <errno.h>
@@ -38,6 +40,7 @@
 #include "objmount/url.h"
 #include "objmount/util.h"
 #include "objmount/writer.h"
+#include "objmountctl.h"
 
 static const char usage[] =
     "usage: objmountctl COMMAND [ARGS]\n"
@@ -60,11 +63,16 @@ static const char usage[] =
     "  cache warm PATH... [--threads N]        read files and trees into the data cache in\n"
     "                                          parallel (default 8 threads), with progress\n"
     "  cache drop MOUNTPOINT|PATH...           empty the data cache, or drop files and trees\n"
+    "  manifest build BUCKET[:PREFIX] [--threads N] [--output FILE]\n"
+    "                                          list once (first-level prefixes in parallel,\n"
+    "                                          default 8 threads) and write a manifest for\n"
+    "                                          -o manifest= mounts (to stdout without --output)\n"
+    "  manifest show FILE [--keys]             its header and counts; --keys lists every key\n"
     "\n"
-    "  -o OPTIONS   mount options for uploads, recover and doctor (endpoint=..., etc.)\n";
+    "  -o OPTIONS   mount options for uploads, recover, doctor and manifest build\n"
+    "               (endpoint=..., etc.)\n";
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int ctl_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -259,7 +267,7 @@ static int cmd_json_all(const char *command)
     om_json_end(&j, ']');
     if (j.rc || om_buf_puts(&out, "\n")) {
         om_buf_free(&out);
-        return fail("out of memory");
+        return ctl_fail("out of memory");
     }
     fputs(out.data, stdout);
     om_buf_free(&out);
@@ -277,17 +285,17 @@ static int cmd_stats(const char *point, bool prometheus, bool json, int watch)
 {
     struct mount_entry m;
     if (!lookup_mount(point, &m))
-        return fail("%s is not an objmount mount point", point);
+        return ctl_fail("%s is not an objmount mount point", point);
     signal(SIGINT, on_sigint);
     for (;;) {
         char *reply = NULL;
         const char *what = prometheus ? "stats prometheus" : "stats";
         int rc = om_ctl_request(m.point, m.owner, json ? "stats json" : what, &reply, 10);
         if (rc)
-            return fail("%s: the daemon does not answer (%s)", m.point, strerror(-rc));
+            return ctl_fail("%s: the daemon does not answer (%s)", m.point, strerror(-rc));
         if (json && reply[0] != '{') {
             free(reply);
-            return fail("%s: the daemon does not answer in JSON (an older objmount?)", m.point);
+            return ctl_fail("%s: the daemon does not answer in JSON (an older objmount?)", m.point);
         }
         if (watch && !json) /* --json --watch: one line per interval */
             printf("\033[H\033[2J");
@@ -324,13 +332,13 @@ static int cmd_unmount(const char *point, int timeout)
 {
     struct mount_entry m;
     if (!lookup_mount(point, &m))
-        return fail("%s is not an objmount mount point", point);
+        return ctl_fail("%s is not an objmount mount point", point);
     char cmd[64], *reply = NULL;
     snprintf(cmd, sizeof(cmd), "drain %d", timeout);
     int rc = om_ctl_request(m.point, m.owner, cmd, &reply, timeout + 10);
     if (rc == 0 && strncmp(reply, "ok", 2) != 0) {
         reply[strcspn(reply, "\n")] = '\0';
-        fail("%s: %s (not unmounted)", m.point, reply);
+        ctl_fail("%s: %s (not unmounted)", m.point, reply);
         free(reply);
         return 1;
     }
@@ -342,7 +350,7 @@ static int cmd_unmount(const char *point, int timeout)
     char *fuse_argv[] = {"fusermount3", "-u", m.point, NULL};
     rc = run(getuid() == 0 ? umount_argv : fuse_argv);
     if (rc)
-        return fail("unmounting %s failed (is it busy? see fuser -m %s)", m.point, m.point);
+        return ctl_fail("unmounting %s failed (is it busy? see fuser -m %s)", m.point, m.point);
     /* the daemon finishes its last commits before it exits */
     for (int i = 0; i < timeout * 10; i++) {
         struct mount_entry again;
@@ -402,24 +410,24 @@ static int cmd_uploads(struct om_config *cfg, bool abort, const char *older, con
     if (older) {
         uint64_t ms;
         if (om_parse_duration_ms(older, &ms))
-            return fail("--older-than: '%s' is not a duration (e.g. 30m, 12h, 7d)", older);
+            return ctl_fail("--older-than: '%s' is not a duration (e.g. 30m, 12h, 7d)", older);
         /* 0s is every upload: Swift rounds Initiated up to the next second,
          * so an upload just started can look younger than "now" */
         f.older_than = ms ? time(NULL) - (time_t)(ms / 1000) : 0;
     }
     if (abort && !older && !key)
-        return fail("uploads abort needs --older-than DURATION or --key KEY (refusing to abort "
+        return ctl_fail("uploads abort needs --older-than DURATION or --key KEY (refusing to abort "
                     "every upload of the bucket, including ones in progress)");
     struct om_client c;
     char err[512];
     if (om_client_open(&c, cfg, err, sizeof(err)))
-        return fail("%s", err);
+        return ctl_fail("%s", err);
     f.c = &c;
     struct om_s3_error e;
     int rc = om_s3_mpu_list(c.s3, NULL, on_upload, &f, &e);
     om_client_close(&c);
     if (rc)
-        return fail("listing uploads of %s: %s (%s %s)", cfg->bucket, strerror(-rc), e.code,
+        return ctl_fail("listing uploads of %s: %s (%s %s)", cfg->bucket, strerror(-rc), e.code,
                     e.message);
     if (!abort && f.count == 0)
         printf("no multipart uploads in progress\n");
@@ -469,7 +477,7 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
     char err[512];
     struct om_sidecar s;
     if (om_sidecar_read(side, &s) != 0)
-        return fail("%s: no readable sidecar: cannot tell where it belongs", id);
+        return ctl_fail("%s: no readable sidecar: cannot tell where it belongs", id);
     struct om_config c2 = *cfg; /* shallow: the same options, the sidecar's bucket */
     c2.bucket = s.bucket;
     c2.finalized = false;
@@ -477,7 +485,7 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
         c2.endpoint = s.endpoint;
     struct om_client cl;
     if (om_client_open(&cl, &c2, err, sizeof(err)))
-        return fail("%s: %s", id, err);
+        return ctl_fail("%s: %s", id, err);
     int status = 0;
     if (!force) {
         /* a HEAD, then the upload: what changes in between is not seen
@@ -487,19 +495,19 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
         int rc = om_s3_head(cl.s3, s.key, &o, &e);
         enum om_sidecar_base b = om_sidecar_base_check(&s, rc == 0, rc == 0 ? o.etag : "");
         if (rc && rc != -ENOENT)
-            status = fail("%s: cannot tell whether %s/%s changed since it was staged: %s (kept; "
+            status = ctl_fail("%s: cannot tell whether %s/%s changed since it was staged: %s (kept; "
                           "--force uploads anyway)",
                           id, s.bucket, s.key, strerror(-rc));
         else if (b == OM_BASE_CHANGED)
-            status = fail("%s: %s/%s changed since the data was staged (ETag %s then, %s now): "
+            status = ctl_fail("%s: %s/%s changed since the data was staged (ETag %s then, %s now): "
                           "not overwritten (kept; --force uploads anyway)",
                           id, s.bucket, s.key, s.base_etag, o.etag);
         else if (b == OM_BASE_CREATED)
-            status = fail("%s: %s/%s changed since the data was staged (it did not exist then, "
+            status = ctl_fail("%s: %s/%s changed since the data was staged (it did not exist then, "
                           "ETag %s now): not overwritten (kept; --force uploads anyway)",
                           id, s.bucket, s.key, o.etag);
         else if (b == OM_BASE_UNKNOWN)
-            status = fail("%s: its sidecar does not say what %s/%s held when the data was staged: "
+            status = ctl_fail("%s: its sidecar does not say what %s/%s held when the data was staged: "
                           "not overwritten (kept; --force uploads anyway)",
                           id, s.bucket, s.key);
     }
@@ -517,7 +525,7 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
         int rc = ws ? om_writer_push_file(ws, data, s.key, &meta, err, sizeof(err)) : -EIO;
         om_writers_free(ws);
         if (rc)
-            status = fail("%s: upload of %s/%s failed: %s (kept)", id, s.bucket, s.key, err);
+            status = ctl_fail("%s: upload of %s/%s failed: %s (kept)", id, s.bucket, s.key, err);
         else
             printf("uploaded %s to %s/%s (%" PRIu64 " bytes, verified)\n", id, s.bucket, s.key,
                    s.size);
@@ -532,12 +540,12 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
     char err[512];
     struct om_creds none = {.anonymous = true};
     if (om_config_finalize(cfg, &none, err, sizeof(err)))
-        return fail("%s", err);
+        return ctl_fail("%s", err);
     if (strcmp(action, "list") != 0 && strcmp(action, "push") != 0 &&
         strcmp(action, "drop") != 0)
-        return fail("recover: unknown action '%s' (list, push or drop)", action);
+        return ctl_fail("recover: unknown action '%s' (list, push or drop)", action);
     if (strcmp(action, "list") != 0 && !all && nids == 0)
-        return fail("recover %s needs IDs (see objmountctl recover list) or --all", action);
+        return ctl_fail("recover %s needs IDs (see objmountctl recover list) or --all", action);
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/recovery", cfg->cache_dir);
     char **ids = NULL;
@@ -548,8 +556,8 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             return 0;
         }
         if (n == -ENOENT && nids > 0)
-            return fail("no recovered data with ID %s in %s", ids_arg[0], dir);
-        return fail("%s: %s", dir, strerror(-n));
+            return ctl_fail("no recovered data with ID %s in %s", ids_arg[0], dir);
+        return ctl_fail("%s: %s", dir, strerror(-n));
     }
     int status = 0;
     if (strcmp(action, "list") == 0) {
@@ -573,7 +581,7 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             for (int i = 0; i < n && !known; i++)
                 known = strcmp(ids_arg[k], ids[i]) == 0;
             if (!known)
-                status = fail("no recovered data with ID %s (see objmountctl recover list)",
+                status = ctl_fail("no recovered data with ID %s (see objmountctl recover list)",
                               ids_arg[k]);
         }
         for (int i = 0; i < n && !status; i++) {
@@ -588,7 +596,7 @@ static int cmd_recover(struct om_config *cfg, const char *action, char **ids_arg
             if (push && (status = push_one(cfg, ids[i], data, side, force)) != 0)
                 break;
             if (unlink(data) != 0)
-                status = fail("%s: %s", data, strerror(errno));
+                status = ctl_fail("%s: %s", data, strerror(errno));
             unlink(side);
             if (!push)
                 printf("dropped %s\n", ids[i]);
@@ -756,25 +764,56 @@ static void *warm_worker(void *arg)
     return NULL;
 }
 
-static void warm_progress(struct warm *w, double secs, bool final)
+void ctl_progress(double frac, const char *text, bool final)
 {
+    char bar[31];
+    int fill = (int)(OM_MIN(OM_MAX(frac, 0.0), 1.0) * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[30] = '\0';
+    fprintf(stderr, "\r[%s] %s   %s", bar, text, final ? "\n" : "");
+}
+
+double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, bool final),
+                void *ud)
+{
+    bool tty = isatty(2);
+    uint64_t start = om_now_ms();
+    while (!ended(ud)) {
+        if (tty)
+            draw(ud, (double)(om_now_ms() - start) / 1000.0, false);
+        usleep(200000);
+    }
+    double secs = (double)(om_now_ms() - start) / 1000.0;
+    if (tty)
+        draw(ud, secs, true);
+    return secs;
+}
+
+static bool warm_ended(void *ud)
+{
+    struct warm *w = ud;
+    pthread_mutex_lock(&w->lock);
+    bool ended = w->done_files == w->files->n || (interrupted && w->next == w->done_files);
+    pthread_mutex_unlock(&w->lock);
+    return ended;
+}
+
+static void warm_progress(void *ud, double secs, bool final)
+{
+    struct warm *w = ud;
     pthread_mutex_lock(&w->lock);
     size_t files = w->done_files;
     uint64_t bytes = w->done_bytes;
     pthread_mutex_unlock(&w->lock);
     double total = (double)w->files->bytes, rate = secs > 0 ? (double)bytes / secs : 0;
     double frac = total > 0 ? (double)bytes / total : 1.0;
-    char bar[31];
-    int fill = (int)(frac * 30);
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[30] = '\0';
-    char eta[32] = "-";
+    char eta[32] = "-", text[256];
     if (rate > 0 && !final)
         snprintf(eta, sizeof(eta), "%.0f s", (total - (double)bytes) / rate);
-    fprintf(stderr, "\r[%s] %zu/%zu files, %.1f/%.1f MiB, %.1f MiB/s, ETA %s   %s", bar, files,
-            w->files->n, (double)bytes / 1048576.0, total / 1048576.0, rate / 1048576.0, eta,
-            final ? "\n" : "");
+    snprintf(text, sizeof(text), "%zu/%zu files, %.1f/%.1f MiB, %.1f MiB/s, ETA %s", files,
+             w->files->n, (double)bytes / 1048576.0, total / 1048576.0, rate / 1048576.0, eta);
+    ctl_progress(frac, text, final);
 }
 
 static int cmd_cache_warm(char **paths, int n, int threads)
@@ -784,22 +823,22 @@ static int cmd_cache_warm(char **paths, int n, int threads)
     struct file_list files = {0};
     for (int i = 0; i < n; i++) {
         if (!mount_of(paths[i], i ? &other : &m, rel, sizeof(rel)))
-            return fail("%s is not in an objmount mount (%s)", paths[i],
+            return ctl_fail("%s is not in an objmount mount (%s)", paths[i],
                         access(paths[i], F_OK) ? strerror(errno) : "not under one");
         if (i && strcmp(other.point, m.point) != 0)
-            return fail("%s and %s are in different mounts: warm one mount at a time",
+            return ctl_fail("%s and %s are in different mounts: warm one mount at a time",
                         paths[0], paths[i]);
         int rc = list_tree(&files, paths[i]);
         if (rc) {
             list_free(&files);
-            return fail("%s: %s", paths[i], strerror(-rc));
+            return ctl_fail("%s: %s", paths[i], strerror(-rc));
         }
     }
     char *before = stats_json_of(&m);
     if (!before || !strstr(before, "\"data_cache\":{")) {
         free(before);
         list_free(&files);
-        return fail("%s: %s", m.point,
+        return ctl_fail("%s: %s", m.point,
                     before ? "this mount has no data cache (mount it with -o data_cache=SIZE or "
                              "auto, or profile=training)"
                            : "the daemon does not answer");
@@ -809,25 +848,11 @@ static int cmd_cache_warm(char **paths, int n, int threads)
     signal(SIGINT, on_sigint);
     pthread_t t[64];
     int nt = 0;
-    uint64_t start = om_now_ms();
     for (int i = 0; i < threads && i < 64; i++)
         nt += pthread_create(&t[nt], NULL, warm_worker, &w) == 0;
-    bool tty = isatty(2);
-    for (;;) {
-        pthread_mutex_lock(&w.lock);
-        bool all = w.done_files == files.n || (interrupted && w.next == w.done_files);
-        pthread_mutex_unlock(&w.lock);
-        if (all)
-            break;
-        if (tty)
-            warm_progress(&w, (double)(om_now_ms() - start) / 1000.0, false);
-        usleep(200000);
-    }
+    double secs = ctl_wait(warm_ended, warm_progress, &w);
     for (int i = 0; i < nt; i++)
         pthread_join(t[i], NULL);
-    double secs = (double)(om_now_ms() - start) / 1000.0;
-    if (tty)
-        warm_progress(&w, secs, true);
     /* the cache copies what was read on its own threads: wait for that */
     char *after = NULL;
     for (int i = 0; i < 600; i++) {
@@ -849,9 +874,9 @@ static int cmd_cache_warm(char **paths, int n, int threads)
     free(after);
     int rc = 0;
     if (w.failed)
-        rc = fail("%zu file(s) could not be read; the first: %s", w.failed, w.first_error);
+        rc = ctl_fail("%zu file(s) could not be read; the first: %s", w.failed, w.first_error);
     else if (interrupted)
-        rc = fail("interrupted");
+        rc = ctl_fail("interrupted");
     list_free(&files);
     pthread_mutex_destroy(&w.lock);
     return rc;
@@ -861,16 +886,16 @@ static int cache_request(const struct mount_entry *m, const char *cmd, char **re
 {
     int rc = om_ctl_request(m->point, m->owner, cmd, reply, 60);
     if (rc)
-        return fail("%s: the daemon does not answer (%s)", m->point, strerror(-rc));
+        return ctl_fail("%s: the daemon does not answer (%s)", m->point, strerror(-rc));
     if (strncmp(*reply, "error: unknown command", 22) == 0) {
         free(*reply);
         *reply = NULL;
-        return fail("%s: the daemon does not know cache commands (an older objmount?)",
+        return ctl_fail("%s: the daemon does not know cache commands (an older objmount?)",
                     m->point);
     }
     if (strncmp(*reply, "error: ", 7) == 0) {
         (*reply)[strcspn(*reply, "\n")] = '\0';
-        int r = fail("%s: %s", m->point, *reply + 7);
+        int r = ctl_fail("%s: %s", m->point, *reply + 7);
         free(*reply);
         *reply = NULL;
         return r;
@@ -885,11 +910,11 @@ static int cmd_cache_drop(char **paths, int n)
         struct mount_entry m;
         char rel[PATH_MAX], *reply = NULL;
         if (!mount_of(paths[i], &m, rel, sizeof(rel)))
-            return fail("%s is not in an objmount mount", paths[i]);
+            return ctl_fail("%s is not in an objmount mount", paths[i]);
         struct file_list files = {0};
         int rc = rel[0] ? list_tree(&files, paths[i]) : 0;
         if (rc)
-            return fail("%s: %s", paths[i], strerror(-rc));
+            return ctl_fail("%s: %s", paths[i], strerror(-rc));
         if (!rel[0]) {
             rc = cache_request(&m, "cache drop", &reply);
             if (!rc)
@@ -901,7 +926,7 @@ static int cmd_cache_drop(char **paths, int n)
             struct mount_entry fm;
             if (!mount_of(files.path[f], &fm, frel, sizeof(frel)) ||
                 asprintf(&cmd, "cache drop %s", frel) < 0) {
-                rc = fail("%s: cannot name it in its mount", files.path[f]);
+                rc = ctl_fail("%s: cannot name it in its mount", files.path[f]);
                 break;
             }
             rc = cache_request(&fm, cmd, &reply);
@@ -926,7 +951,7 @@ static int cmd_cache(char **pos, int npos, int threads)
         struct mount_entry m;
         char rel[PATH_MAX], *reply = NULL;
         if (!mount_of(pos[2], &m, rel, sizeof(rel)) || rel[0])
-            return fail("%s is not an objmount mount point", pos[2]);
+            return ctl_fail("%s is not an objmount mount point", pos[2]);
         int rc = cache_request(&m, "cache stats", &reply);
         if (!rc)
             fputs(reply, stdout);
@@ -1211,7 +1236,8 @@ int main(int argc, char **argv)
     bool prometheus = false, all = false, force = false, json = false;
     int watch = 0, timeout = 60, threads = 8;
     bool timeout_given = false;
-    const char *older = NULL, *key = NULL, *id = NULL;
+    const char *older = NULL, *key = NULL, *id = NULL, *output = NULL;
+    bool keys = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -1220,9 +1246,9 @@ int main(int argc, char **argv)
         } else if (strncmp(a, "-o", 2) == 0) {
             const char *opts = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
             if (!opts)
-                return fail("-o needs options");
+                return ctl_fail("-o needs options");
             if (om_config_parse_opts(&cfg, opts, err, sizeof(err)))
-                return fail("%s", err);
+                return ctl_fail("%s", err);
         } else if (strcmp(a, "--prometheus") == 0) {
             prometheus = true;
         } else if (strcmp(a, "--json") == 0) {
@@ -1241,14 +1267,18 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
             uint64_t t;
             if (om_parse_uint(argv[++i], 86400, &t) || t == 0)
-                return fail("--timeout wants a number of seconds (1 to 86400)");
+                return ctl_fail("--timeout wants a number of seconds (1 to 86400)");
             timeout = (int)t;
             timeout_given = true;
         } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
             uint64_t t;
             if (om_parse_uint(argv[++i], 64, &t) || t == 0)
-                return fail("--threads wants a number from 1 to 64");
+                return ctl_fail("--threads wants a number from 1 to 64");
             threads = (int)t;
+        } else if (strcmp(a, "--output") == 0 && i + 1 < argc) {
+            output = argv[++i];
+        } else if (strcmp(a, "--keys") == 0) {
+            keys = true;
         } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
             older = argv[++i];
         } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {
@@ -1256,7 +1286,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--upload-id") == 0 && i + 1 < argc) {
             id = argv[++i];
         } else if (a[0] == '-' && a[1]) {
-            return fail("unknown argument '%s' (see objmountctl --help)", a);
+            return ctl_fail("unknown argument '%s' (see objmountctl --help)", a);
         } else if (npos < 64) {
             pos[npos++] = argv[i];
         }
@@ -1268,7 +1298,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = pos[0];
     if (json && prometheus)
-        return fail("--json and --prometheus: choose one");
+        return ctl_fail("--json and --prometheus: choose one");
     if (strcmp(cmd, "status") == 0 && npos == 1)
         return json ? cmd_json_all("status json") : cmd_status();
     if (strcmp(cmd, "stats") == 0 && npos == 1 && json && !watch)
@@ -1280,20 +1310,25 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "uploads") == 0 && npos == 3 &&
         (strcmp(pos[1], "list") == 0 || strcmp(pos[1], "abort") == 0)) {
         if (om_config_set_source(&cfg, pos[2], err, sizeof(err)))
-            return fail("%s", err);
+            return ctl_fail("%s", err);
         return cmd_uploads(&cfg, pos[1][0] == 'a', older, key, id);
     }
     if (strcmp(cmd, "recover") == 0 && npos >= 2)
         return cmd_recover(&cfg, pos[1], pos + 2, npos - 2, all, force);
     if (strcmp(cmd, "doctor") == 0 && npos == 2) {
         if (om_config_set_source(&cfg, pos[1], err, sizeof(err)))
-            return fail("%s", err);
+            return ctl_fail("%s", err);
         return cmd_doctor(&cfg, timeout_given ? timeout : 10);
     }
     if (strcmp(cmd, "cache") == 0)
         return cmd_cache(pos, npos, threads);
+    if (strcmp(cmd, "manifest") == 0) {
+        int status = ctl_manifest(&cfg, pos, npos, threads, output, keys);
+        om_config_free(&cfg);
+        return status;
+    }
     static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
-                                        "doctor", "cache"};
+                                        "doctor", "cache", "manifest"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         is_known |= strcmp(cmd, known[i]) == 0;

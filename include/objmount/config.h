@@ -68,6 +68,7 @@ struct om_config {
     char *metadata; /* "listing", "lookup" or "head" */
     char *metadata_memory;          /* SIZE or "off"; NULL = sized to the machine */
     uint64_t metadata_memory_bytes; /* parsed; 0 = no bound */
+    char *manifest; /* PATH or "s3:KEY": names and attributes from a manifest */
     char *data_cache;          /* SIZE, "auto" or "off"; NULL = off */
     uint64_t data_cache_bytes; /* SIZE parsed; 0 for auto and off */
 

@@ -9,6 +9,7 @@
 
 #include "objmount/client.h"
 #include "objmount/config.h"
+#include "objmount/manifest.h"
 #include "objmount/meta.h"
 #include "objmount/ns.h"
 #include "objmount/reader.h"
@@ -22,6 +23,7 @@ struct om_fs {
     struct om_dcache *dcache; /* NULL: no data cache */
     struct om_writers *writers;
     struct om_ns *ns;
+    struct om_manifest *manifest; /* -o manifest: the source of every listing */
     double attr_timeout; /* seconds, for the kernel */
     double entry_timeout;
     double negative_timeout;

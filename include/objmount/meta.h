@@ -66,6 +66,14 @@ struct om_meta_config {
      * Returns 0 or a negative errno. */
     int (*inval_entry)(void *ud, uint64_t parent, const char *name, size_t len);
     void *inval_ud;
+    /* Optional: where listings come from instead of ListObjectsV2 (a
+     * manifest), with the contract of om_s3_list_page. With it the names and
+     * attributes are fixed: they come from these listings only, never from
+     * a HEAD or a LIST (a failed listing makes lookups in its directory
+     * fail with EIO). */
+    int (*list_page)(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
+                     char **next_token, struct om_s3_error *err);
+    void *list_ud;
 };
 
 /* What stat() shows for an inode. */

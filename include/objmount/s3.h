@@ -230,6 +230,10 @@ int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list
 /* Every page. */
 int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
                    void *ud, struct om_s3_error *err);
+/* Every page, as om_s3_list_all; after each page, page(ud) (may be NULL)
+ * may stop the listing by returning a negative errno (returned). */
+int om_s3_list_pages(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
+                     void *ud, int (*page)(void *ud), struct om_s3_error *err);
 
 /* What a name is: HEAD key and LIST "key/" (one entry) sent at once. A
  * directory (some key under "key/", or a "key/" marker) wins over an object

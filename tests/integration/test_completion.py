@@ -65,8 +65,11 @@ def test_script_is_valid_bash():
 
 
 @pytest.mark.parametrize("line,want", [
-    ("objmountctl ", ["--help", "cache", "doctor", "recover", "stats", "status", "unmount",
-                      "uploads"]),
+    ("objmountctl ", ["--help", "cache", "doctor", "manifest", "recover", "stats", "status",
+                      "unmount", "uploads"]),
+    ("objmountctl manifest ", ["build", "show"]),
+    ("objmountctl manifest build ds --", ["--output", "--threads"]),
+    ("objmountctl manifest show x.omm --", ["--keys"]),
     ("objmountctl cache ", ["drop", "stats", "warm"]),
     ("objmountctl cache warm --", ["--threads"]),
     ("objmountctl st", ["stats", "status"]),
@@ -95,6 +98,7 @@ def test_buckets_after_uploads_and_doctor(tmp_path):
     assert complete("objmountctl uploads abort --older-than 1d d", tmp_path) == [
         "data", "ds", "ds:imagenet/train"]
     assert complete("objmountctl doctor ds", tmp_path) == ["ds", "ds:imagenet/train"]
+    assert complete("objmountctl manifest build ds", tmp_path) == ["ds", "ds:imagenet/train"]
     # after the colon readline replaces only what follows it
     assert complete("objmountctl uploads list ds:im", tmp_path) == ["imagenet/train"]
     assert complete("objmountctl doctor ds:", tmp_path) == ["imagenet/train"]

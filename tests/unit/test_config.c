@@ -182,6 +182,45 @@ START_TEST(test_metadata_memory_default_and_values)
 }
 END_TEST
 
+/* Finalize opts; the result, with err. */
+static int finalized(struct om_config *c, const char *opts, char *err, size_t errlen)
+{
+    clear_env();
+    om_config_init(c);
+    ck_assert_int_eq(om_config_parse_opts(c, opts, err, errlen), 0);
+    return om_config_finalize(c, NULL, err, errlen);
+}
+
+START_TEST(test_manifest_is_read_only_and_trusts_metadata)
+{
+    struct om_config c;
+    char err[256];
+    ck_assert_int_eq(finalized(&c, "endpoint=http://h:1,manifest=/m", err, sizeof(err)), 0);
+    ck_assert(c.ro);
+    ck_assert_str_eq(c.metadata, "listing");
+    ck_assert_uint_eq(c.attr_timeout_ms, 31536000000ULL);
+    ck_assert_uint_eq(c.entry_timeout_ms, 31536000000ULL);
+    ck_assert_uint_eq(c.negative_timeout_ms, 31536000000ULL);
+    ck_assert(c.keep_cache);
+    om_config_free(&c);
+    /* a timeout given stays */
+    ck_assert_int_eq(
+        finalized(&c, "endpoint=http://h:1,manifest=s3:m,attr_timeout=60", err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.attr_timeout_ms, 60000);
+    om_config_free(&c);
+    static const char *const refused[][2] = {
+        {"endpoint=http://h:1,manifest=/m,rw", "read-only"},
+        {"endpoint=http://h:1,manifest=/m,metadata=head", "metadata=head"},
+        {"endpoint=http://h:1,manifest=s3:", "needs a key"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        ck_assert_int_eq(finalized(&c, refused[i][0], err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, refused[i][1]), "%s: %s", refused[i][0], err);
+        om_config_free(&c);
+    }
+}
+END_TEST
+
 START_TEST(test_every_option_is_documented)
 {
     const char *src = getenv("OBJMOUNT_SOURCE_DIR");
@@ -216,6 +255,7 @@ int main(void)
     tcase_add_test(tc, test_sources);
     tcase_add_test(tc, test_endpoint_and_region_from_environment);
     tcase_add_test(tc, test_ca_bundle_applies_to_https_only);
+    tcase_add_test(tc, test_manifest_is_read_only_and_trusts_metadata);
     tcase_add_test(tc, test_every_option_is_documented);
     tcase_add_test(tc, test_metadata_memory_default_and_values);
     suite_add_tcase(s, tc);

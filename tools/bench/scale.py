@@ -4,7 +4,7 @@
     /usr/bin/python3 tools/bench/scale.py [--keys 50000,1000000]
         [--peers objmount,s3fs,rclone] [--s3fs-max-keys 50000] [--timeout 600]
         [--fanout 32] [--per-dir 1000] [--size 1024] [--ls-keys 5000]
-        [--ls-latency 10] [--no-ls] [--out DIR] [--keep-work]
+        [--ls-latency 10] [--no-ls] [--no-manifest] [--out DIR] [--keep-work]
         [--metadata-memory SIZE] [--objmount-opts O] [--s3fs-opts O] [--rclone-flags F]
 
 The bucket is tools/synthbucket.py (nothing stored: keys are a formula, so
@@ -33,8 +33,10 @@ answer, a fresh mount per peer (the path is resolved first, not timed),
 against the listing limit: the same LIST pages (1,000 keys each) fetched one
 after the other with urllib over one keep-alive connection, best of 3.
 
-A hook, manifest_start(), is where the "manifest start time" case goes once
-objmount has -o manifest=PATH; until then it reports "not measured".
+For each key count, objmount also on a manifest: `objmountctl manifest build`
+(time, requests, manifest bytes per key), then a mount with -o manifest=FILE:
+the start (daemon started until mounted, and what it sent) and `find` over
+it (time, requests: none expected, peak RSS). --no-manifest skips it.
 
 Results: DIR (default results/scale-<timestamp>/) gets scale.json, scale.md
 and logs/ (daemon logs, server logs, objmount stats). Everything started
@@ -413,20 +415,76 @@ def breakdown(args, work, r):
             "measured": r["bytes_per_key"], "rest": round(r["bytes_per_key"] - model, 1)}
 
 
-# -- hook: manifest start time -----------------------------------------------------------
-def manifest_start(args, work, logdir):
-    """The "manifest start time" case, for when objmount has -o manifest=PATH:
-    time from starting the daemon to a complete `find` with a manifest of the
-    N keys instead of LIST requests. Not measured until the option exists;
-    returns what to report."""
+# -- manifest mounts ---------------------------------------------------------------------
+def manifest_case(args, srv, nkeys, work, logdir):
+    """Build a manifest of the N keys with objmountctl (its time, size and
+    requests), then mount with -o manifest=FILE: the start (daemon started to
+    mounted, and the requests it sent), and `find` over it (time, requests,
+    peak RSS)."""
+    res = {"keys": nkeys}
+    path = os.path.join(work, "manifest-%d.om" % nkeys)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=peermod.servers.access_key(),
+               AWS_SECRET_ACCESS_KEY=peermod.servers.secret_key())
+    srv.stats(reset=True)
+    t0 = time.monotonic()
     try:
-        help_text = subprocess.run([args.objmount, "--help"], capture_output=True,
-                                   text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        help_text = ""
-    if "manifest=" not in help_text:
-        return {"status": "not measured: objmount has no -o manifest=PATH yet"}
-    return {"status": "not measured: objmount has -o manifest=, the case is not written yet"}
+        p = subprocess.run([args.objmountctl, "-o", "endpoint=" + srv.endpoint, "manifest",
+                            "build", BUCKET, "--output", path], capture_output=True, text=True,
+                           timeout=args.timeout, env=env)
+    except subprocess.TimeoutExpired:
+        res["error"] = "manifest build took more than %.0f s" % args.timeout
+        return res
+    res["build_s"] = round(time.monotonic() - t0, 2)
+    res["build_requests"] = srv.stats()["requests"]["by_kind"]
+    if p.returncode != 0:
+        res["error"] = "manifest build: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300]
+        return res
+    res["manifest_bytes"] = os.path.getsize(path)
+    res["manifest_bytes_per_key"] = round(res["manifest_bytes"] / nkeys, 1)
+    margs = argparse.Namespace(**vars(args))
+    margs.objmount_opts = ",".join(o for o in [args.objmount_opts, "manifest=" + path] if o)
+    label = "manifest%d" % nkeys
+    try:
+        srv.stats(reset=True)
+        t0 = time.monotonic()
+        with Mounted("objmount", margs, srv, work, logdir, label) as mt:
+            res["start_s"] = round(time.monotonic() - t0, 3)
+            pid = mt.m.pid
+            res["start_requests"] = srv.stats(reset=True)["requests"]["by_kind"]
+            res["rss_after_mount_kib"] = status_kib(pid, "VmRSS")
+            secs, out, rc = mt.run("ls %s | wc -l" % mt.path, args.timeout)
+            res["first_ls_s"] = round(secs, 3) if secs is not None else None
+            if args.no_manifest_find:
+                res["cpu_s"] = round(peermod.cpu_seconds(pid), 2)
+                res["find_requests"] = srv.stats()["requests"]["by_kind"]
+                return res
+            secs, out, rc = mt.run("find %s -type f | wc -l" % mt.path, args.timeout)
+            res["find_requests"] = srv.stats()["requests"]["by_kind"]
+            if secs is None:
+                res["error"] = "timeout: find took more than %.0f s" % args.timeout
+                return res
+            res["find_s"] = round(secs, 2)
+            res["count"] = int(out.strip() or -1)
+            res["peak_rss_kib"] = status_kib(pid, "VmHWM")
+            res["cpu_s"] = round(peermod.cpu_seconds(pid), 2)
+            if res["count"] != nkeys:
+                res["error"] = "find counted %d files, the manifest has %d" % (res["count"],
+                                                                               nkeys)
+    except peermod.MountError as e:
+        res["error"] = str(e)[:500]
+    if res.get("find_s") is None and not res.get("error"):
+        log("  manifest %9d keys: build %.1f s, %.1f bytes/key; start %.3f s (%s), first ls "
+            "%.3f s" % (nkeys, res["build_s"], res["manifest_bytes_per_key"], res["start_s"],
+                        fmt_kinds(res["start_requests"]) or "no request", res["first_ls_s"]))
+        return res
+    log("  manifest %9d keys: %s" % (nkeys, res.get("error") or (
+        "build %.1f s (%s), %.1f bytes/key; start %.3f s (%s); find %.2f s (%s), peak RSS "
+        "%.1f MiB" % (res["build_s"], fmt_kinds(res["build_requests"]),
+                      res["manifest_bytes_per_key"], res["start_s"],
+                      fmt_kinds(res["start_requests"]) or "no request", res["find_s"],
+                      fmt_kinds(res["find_requests"]) or "no request",
+                      res["peak_rss_kib"] / 1024))))
+    return res
 
 
 # -- report ------------------------------------------------------------------------------
@@ -509,7 +567,24 @@ def markdown(results, meta):
                     r["peer"], r["seconds"], r["vs_limit"],
                     " ".join("%.3f" % x["seconds"] for x in r["runs"]),
                     fmt(r["warm_seconds"], "%.3f s"), fmt_kinds(r["requests"])))
-    lines += ["", "Manifest start time: %s." % results["manifest"]["status"]]
+    if results.get("manifest"):
+        lines += ["", "Manifest mounts (`objmountctl manifest build`, then `-o manifest=FILE`):",
+                  "", "| keys | build | build requests | manifest | bytes/key | start (mounted) "
+                  "| start requests | first ls | find -type f | find requests | peak RSS |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in results["manifest"]:
+            if r.get("error"):
+                lines.append("| {:,} | {} | | | | | | | | | |".format(r["keys"], r["error"]))
+                continue
+            lines.append("| {:,} | {:.1f} s | {} | {:.1f} MiB | {} | {:.3f} s | {} | {} | {} "
+                         "| {} | {} |".format(
+                             r["keys"], r["build_s"], fmt_kinds(r["build_requests"]),
+                             r["manifest_bytes"] / MiB, r["manifest_bytes_per_key"],
+                             r["start_s"], fmt_kinds(r["start_requests"]) or "none",
+                             fmt(r.get("first_ls_s"), "%.3f s"),
+                             fmt(r.get("find_s"), "%.2f s"),
+                             fmt_kinds(r["find_requests"]) or "none",
+                             fmt(r.get("peak_rss_kib") and r["peak_rss_kib"] / 1024, "%.1f MiB")))
     errors = ["%s %s keys: %s" % (r["peer"], r["keys"], r["error"]) for r in results["find"]
               if r.get("error") and not r["error"].startswith("skipped")]
     if errors:
@@ -560,6 +635,13 @@ def parse_args(argv):
     ap.add_argument("--no-ls", action="store_true", help="skip the ls -l case")
     ap.add_argument("--metadata-memory", default=None, metavar="SIZE",
                     help="objmount -o metadata_memory=SIZE (default: objmount's, RAM/8)")
+    ap.add_argument("--no-manifest", action="store_true",
+                    help="skip the manifest mounts (build, start, find)")
+    ap.add_argument("--no-manifest-find", action="store_true",
+                    help="manifest mounts: build and start (and one ls) only, no find")
+    ap.add_argument("--manifest-only", action="store_true",
+                    help="skip the find of every peer: only the manifest case (and ls -l "
+                    "unless --no-ls)")
     ap.add_argument("--out", default=None,
                     help="results directory (default results/scale-<timestamp>/)")
     peermod.add_peer_args(ap)
@@ -578,7 +660,7 @@ def main(argv=None):
             "keys": args.keys, "fanout": args.fanout, "per_dir": args.per_dir,
             "size": args.size, "cpus": os.cpu_count(), "load_before": load(),
             "command": " ".join(["/usr/bin/python3"] + sys.argv)}
-    results = {"find": []}
+    results = {"find": [], "manifest": []}
     work = tempfile.mkdtemp(prefix="objmount-scale-")
     t0 = time.monotonic()
     interrupted = False
@@ -589,7 +671,7 @@ def main(argv=None):
                               bucket=BUCKET, fanout=args.fanout, per_dir=args.per_dir,
                               size=args.size).start()
             log("%d keys: synthbucket on %s (depth %d)" % (n, srv.endpoint, srv.layout["depth"]))
-            for name in args.peers:
+            for name in ([] if args.manifest_only else args.peers):
                 why = make_peer(name, args).available()
                 if not why and name == "s3fs" and n > args.s3fs_max_keys:
                     why = "above --s3fs-max-keys %d" % args.s3fs_max_keys
@@ -598,11 +680,12 @@ def main(argv=None):
                     log("  %-8s %9d keys: skipped: %s" % (name, n, why))
                     continue
                 results["find"].append(find_case(name, args, srv, n, work, logdir))
+            if ("objmount" in args.peers or args.manifest_only) and not args.no_manifest:
+                results["manifest"].append(manifest_case(args, srv, n, work, logdir))
             srv.stop()
             srv = None
         if not args.no_ls:
             ls_case(args, work, logdir, results)
-        results["manifest"] = manifest_start(args, work, logdir)
     except (KeyboardInterrupt, peermod.Interrupted) as e:
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
@@ -612,7 +695,6 @@ def main(argv=None):
         if srv is not None:
             srv.stop()
         peermod.remove_work(work, args.keep_work, log)
-    results.setdefault("manifest", {"status": "not measured (interrupted)"})
     meta.update(duration_s=round(time.monotonic() - t0, 1), load_after=load(),
                 interrupted=interrupted)
     md = markdown(results, meta)
@@ -625,7 +707,8 @@ def main(argv=None):
     if interrupted:
         return 130
     ran = [r for r in results["find"] if not r.get("error", "").startswith("skipped")]
-    bad = [r for r in ran if r.get("error")] + [
+    bad = [r for r in ran if r.get("error")] + [r for r in results["manifest"]
+                                                 if r.get("error")] + [
         r for r in results.get("ls", {}).get("peers", []) if r.get("error")
         and not r["error"].startswith("skipped")]
     return 1 if bad else 0
