@@ -1,13 +1,11 @@
-/* Listings: directory handles streamed page by page, and whole-directory
- * listings fetched in the background so that lookups in a directory cost
- * one LIST instead of a HEAD and a LIST per name.
- *
- * A listing being built by a directory handle belongs to that handle alone
- * until it is complete and installed on its directory. */
+/* Listings: the container of one directory's listed names (an entry
+ * arena, a name index, positions for readdir offsets), filled one LIST page
+ * at a time and installed on its directory when complete. Directory
+ * handles (meta_readdir.c) and background listings (meta_slurp.c) fill
+ * them. */
 #include "objmount/meta.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,262 +236,6 @@ struct page_ctx {
     size_t plen; /* length of the directory's key prefix */
 };
 
-static int page_entry(void *ud, const struct om_list_entry *e);
-
-/* One listing page from the configured source (a manifest), else from S3. */
-static int list_page(struct om_meta *m, const struct om_s3_list_params *p, struct page_ctx *ctx,
-                     char **next, struct om_s3_error *err)
-{
-    if (m->cfg.list_page)
-        return m->cfg.list_page(m->cfg.list_ud, p, page_entry, ctx, next, err);
-    return om_s3_list_page(m->s3, p, page_entry, ctx, next, err);
-}
-
-struct slurp {
-    struct om_meta *m;
-    struct inode *dir;
-    char *key;
-    bool walk; /* listed ahead of a walk */
-    uint32_t gen; /* dir->d->gen when it started */
-};
-
-static void walk_pump(struct om_meta *m);
-static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk);
-
-/* Install a complete listing on its directory. Caller holds m->lock. */
-void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
-{
-    l->complete = true;
-    l->expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
-    if (l->cap > l->n && l->n > 0) {
-        /* complete: names are seldom added now */
-        size_t was = mi_mem_size(l->v);
-        struct dentry **v = realloc(l->v, l->n * sizeof(*v));
-        if (v) {
-            mi_mem_sub(l->mem, was);
-            mi_mem_charge(l->mem, v);
-            l->v = v;
-            l->cap = l->n;
-        }
-    }
-    if (dir->d->listing)
-        mi_lru_remove(m, dir->d->listing);
-    mi_listing_put(dir->d->listing);
-    dir->d->listing = l;
-    l->dir = dir;
-    mi_lru_touch(m, l);
-    m->st.list_entries += l->n;
-    mi_budget_check(m);
-}
-
-static void *slurp_main(void *arg)
-{
-    pthread_setname_np(pthread_self(), "om-list");
-    struct slurp *j = arg;
-    struct om_meta *m = j->m;
-    struct inode *dir = j->dir;
-    struct listing *l = mi_listing_new(m);
-    int rc = l ? 0 : -ENOMEM;
-    char *token = NULL;
-    uint64_t pages = 0;
-    bool done = false;
-    while (!rc && !done) {
-        struct page_ctx p = {.m = m, .l = l, .plen = strlen(j->key)};
-        struct om_s3_list_params params = {.prefix = j->key, .delimiter = "/", .continuation = token};
-        char *next = NULL;
-        struct om_s3_error err;
-        rc = list_page(m, &params, &p, &next, &err);
-        free(token);
-        token = next;
-        pages++;
-        if (!rc && token && l->n > SLURP_MAX_ENTRIES)
-            rc = -EFBIG;
-        pthread_mutex_lock(&m->lock);
-        m->st.list_pages++;
-        mi_budget_check(m);
-        done = !rc && !token;
-        dir->d->slurp_pages++;
-        /* Stop when unmounting; when a name changed through the mount since
-         * the listing started (installed, it would undo the change); ahead of
-         * a walk, past a few pages: the walk's own handle lists a large
-         * directory (opendir waits only that long). */
-        if (!rc && (m->stopping || dir->d->gen != j->gen ||
-                    (j->walk && !done && dir->d->slurp_pages >= WALK_WAIT_PAGES))) {
-            rc = -ECANCELED;
-            done = false;
-        }
-        if (done) {
-            /* in the same step as the page: a waiting lookup finds it */
-            mi_install_listing(m, dir, l);
-            if (j->walk) {
-                l->from_walk = true;
-                m->st.walk_listings++;
-            }
-            om_debug("listed %s whole: %zu names in %" PRIu64 " pages",
-                     *j->key ? j->key : "/", l->n, pages);
-        }
-        dir->d->slurp_first_page = true;
-        pthread_cond_broadcast(&m->slurp_cond);
-        pthread_mutex_unlock(&m->lock);
-    }
-    free(token);
-    pthread_mutex_lock(&m->lock);
-    if (!done) {
-        mi_listing_put(l);
-        if (rc != -ECANCELED)
-            dir->d->slurp_retry_ms = om_now_ms() + m->cfg.entry_ttl_ms;
-        if (rc != -EFBIG && rc != -ECANCELED)
-            om_warn("listing %s: %s", *j->key ? j->key : "/", strerror(-rc));
-    }
-    dir->d->slurping = false;
-    m->slurps--;
-    mi_inode_unref(m, dir);
-    if (j->walk) {
-        m->walk_running--;
-        walk_pump(m);
-    }
-    pthread_cond_broadcast(&m->slurp_cond);
-    pthread_mutex_unlock(&m->lock);
-    free(j->key);
-    free(j);
-    return NULL;
-}
-
-/* Start listing dir in the background. Caller holds m->lock. */
-void mi_start_slurp(struct om_meta *m, struct inode *dir)
-{
-    start_slurp(m, dir, false);
-}
-
-/* Start the next queued walk listings. Caller holds m->lock. */
-static void walk_pump(struct om_meta *m)
-{
-    while (!m->stopping && m->walk_running < WALK_PARALLEL && m->nwalk > 0) {
-        struct inode *d = m->walk[--m->nwalk];
-        d->d->walk_queued = false;
-        if (d->linked && !d->d->slurping && !mi_listing_fresh(d->d->listing) &&
-            start_slurp(m, d, true))
-            m->walk_running++;
-        mi_inode_unref(m, d);
-    }
-}
-
-void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened)
-{
-    struct listing *l = dir->d->listing;
-    if (!mi_listing_fresh(l) || !l->read_by_handle || m->stopping)
-        return;
-    long at = mi_listing_pos(l, mi_name(opened));
-    if (at < 0)
-        return;
-    size_t from = OM_MAX(l->walk_upto, (size_t)at + 1);
-    size_t to = OM_MIN(l->n, (size_t)at + 1 + WALK_AHEAD);
-    if (from >= to)
-        return;
-    l->walk_upto = to;
-    if (!m->walk && !(m->walk = calloc(WALK_MAX_QUEUED, sizeof(*m->walk))))
-        return;
-    /* pushed last to first: the walk opens them in listing order */
-    for (size_t k = to; k-- > from && m->nwalk < WALK_MAX_QUEUED;) {
-        struct dentry *e = l->v[k];
-        if (!e->is_dir || e->gone)
-            continue;
-        struct inode *c = mi_child_get(dir, e->name);
-        if (!c || c == opened || !c->is_dir || c->d->walk_queued || c->d->slurping ||
-            mi_listing_fresh(c->d->listing))
-            continue;
-        c->refs++;
-        c->d->walk_queued = true;
-        m->walk[m->nwalk++] = c;
-    }
-    walk_pump(m);
-}
-
-/* Caller holds m->lock. False when the thread could not start. */
-static bool start_slurp(struct om_meta *m, struct inode *dir, bool walk)
-{
-    struct slurp *j = calloc(1, sizeof(*j));
-    if (!j || !(j->key = strdup(dir->d->key))) {
-        free(j);
-        return false;
-    }
-    j->m = m;
-    j->dir = dir;
-    j->walk = walk;
-    j->gen = dir->d->gen;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    dir->refs++;
-    dir->d->slurping = true;
-    dir->d->slurp_first_page = false;
-    dir->d->slurp_pages = 0;
-    m->slurps++;
-    bool started = pthread_create(&t, &attr, slurp_main, j) == 0;
-    if (!started) {
-        dir->refs--;
-        dir->d->slurping = false;
-        m->slurps--;
-        free(j->key);
-        free(j);
-    }
-    pthread_attr_destroy(&attr);
-    return started;
-}
-
-int om_meta_opendir(struct om_meta *m, uint64_t ino, struct om_dirh **out)
-{
-    struct om_dirh *d = calloc(1, sizeof(*d));
-    if (!d)
-        return -ENOMEM;
-    pthread_mutex_lock(&m->lock);
-    struct inode *i = mi_inode_get(m, ino);
-    int rc = 0;
-    if (!i)
-        rc = -ESTALE;
-    else if (!i->is_dir)
-        rc = -ENOTDIR;
-    if (!rc) {
-        i->refs++;
-        i->d->opens++;
-        d->dir = i;
-        if (i->parent)
-            mi_walk_ahead(m, i->parent, i);
-        /* a background listing of a small directory ends soon: wait for it
-         * rather than list it twice */
-        while (i->d->slurping && i->d->slurp_pages < WALK_WAIT_PAGES &&
-               !mi_listing_fresh(i->d->listing))
-            pthread_cond_wait(&m->slurp_cond, &m->lock);
-        if (mi_listing_fresh(i->d->listing)) {
-            d->l = i->d->listing;
-            d->l->refs++;
-            mi_lru_touch(m, d->l);
-            d->l->read_by_handle = true;
-            if (d->l->from_walk) {
-                d->l->from_walk = false;
-                m->st.walk_listings_used++;
-            }
-        } else {
-            d->l = mi_listing_new(m);
-            d->building = true;
-            d->gen = i->d->gen;
-            if (!d->l) {
-                i->d->opens--;
-                mi_inode_unref(m, i);
-                rc = -ENOMEM;
-            }
-        }
-    }
-    pthread_mutex_unlock(&m->lock);
-    if (rc) {
-        free(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
-}
-
 static int page_entry(void *ud, const struct om_list_entry *e)
 {
     struct page_ctx *p = ud;
@@ -520,165 +262,42 @@ static int page_entry(void *ud, const struct om_list_entry *e)
     return mi_listing_add(p->l, name, is_dir, e->size, e->mtime, e->etag);
 }
 
-/* Fetch the next page into a listing this handle is building. Called
- * without m->lock. */
-static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
+/* One LIST page of the directory whose key is dirkey, from the configured
+ * source (a manifest) or else from S3, added to l; *next receives the
+ * continuation token (malloc'd) or NULL after the last page. Called without
+ * m->lock: l belongs to the caller until it is installed. */
+int mi_list_page(struct om_meta *m, struct listing *l, const char *dirkey, const char *token,
+                 char **next, struct om_s3_error *err)
 {
-    struct listing *l = d->l;
-    struct page_ctx p = {.m = m, .l = l, .plen = strlen(dirkey)};
-    struct om_s3_list_params params = {
-        .prefix = dirkey, .delimiter = "/", .continuation = l->token};
-    char *next = NULL;
-    struct om_s3_error err;
-    int rc = list_page(m, &params, &p, &next, &err);
-    if (rc) {
-        om_warn("listing %s: %s (HTTP %ld %s)", *dirkey ? dirkey : "/", strerror(-rc), err.status,
-                err.code);
-        return rc;
+    struct page_ctx ctx = {.m = m, .l = l, .plen = strlen(dirkey)};
+    struct om_s3_list_params params = {.prefix = dirkey, .delimiter = "/", .continuation = token};
+    if (m->cfg.list_page)
+        return m->cfg.list_page(m->cfg.list_ud, &params, page_entry, &ctx, next, err);
+    return om_s3_list_page(m->s3, &params, page_entry, &ctx, next, err);
+}
+
+/* Install a complete listing on its directory. Caller holds m->lock. */
+void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
+{
+    l->complete = true;
+    l->expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
+    if (l->cap > l->n && l->n > 0) {
+        /* complete: names are seldom added now */
+        size_t was = mi_mem_size(l->v);
+        struct dentry **v = realloc(l->v, l->n * sizeof(*v));
+        if (v) {
+            mi_mem_sub(l->mem, was);
+            mi_mem_charge(l->mem, v);
+            l->v = v;
+            l->cap = l->n;
+        }
     }
-    free(l->token);
-    l->token = next;
-    l->started = true;
-    if (!next)
-        l->complete = true;
-    pthread_mutex_lock(&m->lock);
-    m->st.list_pages++;
+    if (dir->d->listing)
+        mi_lru_remove(m, dir->d->listing);
+    mi_listing_put(dir->d->listing);
+    dir->d->listing = l;
+    l->dir = dir;
+    mi_lru_touch(m, l);
+    m->st.list_entries += l->n;
     mi_budget_check(m);
-    pthread_mutex_unlock(&m->lock);
-    return 0;
 }
-
-/* Install a completed listing on its directory. Caller holds m->lock. */
-static void install(struct om_meta *m, struct om_dirh *d)
-{
-    d->building = false;
-    d->l->read_by_handle = true;
-    if (d->dir->d->gen != d->gen)
-        return; /* names changed meanwhile: the handle keeps it to itself */
-    d->l->refs++;
-    mi_install_listing(m, d->dir, d->l);
-}
-
-int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
-                    om_meta_fill_fn fill, void *ud)
-{
-    /* offsets: 0 start, 1 after ".", 2 after "..", 2+k after entry k-1 */
-    struct om_attr a;
-    pthread_mutex_lock(&m->lock);
-    if (off < 1) {
-        mi_fill_attr(m, d->dir, &a);
-        if (fill(ud, ".", &a, 1)) {
-            pthread_mutex_unlock(&m->lock);
-            return 0;
-        }
-        off = 1;
-    }
-    if (off < 2) {
-        mi_fill_attr(m, d->dir->parent ? d->dir->parent : d->dir, &a);
-        if (fill(ud, "..", &a, 2)) {
-            pthread_mutex_unlock(&m->lock);
-            return 0;
-        }
-        off = 2;
-    }
-    char *dirkey = strdup(d->dir->d->key);
-    pthread_mutex_unlock(&m->lock);
-    if (!dirkey)
-        return -ENOMEM;
-
-    int rc = 0;
-    for (;;) {
-        size_t k = (size_t)(off - 2);
-        struct listing *l = d->l;
-        if (k >= l->n) {
-            if (l->complete || !d->building)
-                break;
-            rc = fetch_page(m, d, dirkey);
-            if (rc)
-                break;
-            if (l->complete) {
-                pthread_mutex_lock(&m->lock);
-                install(m, d);
-                pthread_mutex_unlock(&m->lock);
-            }
-            continue;
-        }
-        pthread_mutex_lock(&m->lock);
-        bool full = false;
-        for (; k < l->n && !full; k++) {
-            struct dentry *e = l->v[k];
-            if (e->gone) {
-                off = (off_t)(k + 3);
-                continue;
-            }
-            struct inode *known = plus ? mi_child_get(d->dir, e->name) : NULL;
-            if (plus && mi_meta_by_lookup(m, e->is_dir) &&
-                !(known && known->meta_known && known->is_dir == e->is_dir)) {
-                /* no attributes: the kernel looks the name up, which reads its
-                 * metadata (metadata=head) */
-                memset(&a, 0, sizeof(a));
-                /* a listed file may be a symlink: DT_UNKNOWN makes find
-                 * -type and the like ask (lstat), not trust DT_REG */
-                a.mode = e->is_dir ? S_IFDIR : 0;
-                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
-            } else if (plus && !e->is_dir && !known && mi_under_pressure(m)) {
-                /* past the budget's low watermark: no inode the kernel would
-                 * hold. Node id 0 makes the kernel keep neither an inode nor
-                 * a lookup count (fuse_direntplus_link); d_type still says
-                 * DT_REG, and a stat looks the name up, answered from this
-                 * listing (told_plain) */
-                memset(&a, 0, sizeof(a));
-                a.mode = S_IFREG;
-                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
-                if (!full) {
-                    e->told_plain = true;
-                    m->st.entries_without_inode++;
-                }
-            } else if (plus) {
-                struct inode *c = mi_child_for(m, d->dir, e->name, e->is_dir);
-                if (!c) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                /* the listing wins only over attributes that expired */
-                if (!e->is_dir && !c->pending && om_now_ms() >= c->attr_expire_ms)
-                    mi_set_listed_attrs(m, c, e);
-                else if (e->is_dir)
-                    c->attr_expire_ms = om_now_ms() + m->cfg.entry_ttl_ms;
-                mi_fill_attr(m, c, &a);
-                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
-                if (!full) {
-                    c->nlookup++;
-                    c->recent = true;
-                } else if (c->nlookup == 0 && c->refs == 0) {
-                    struct inode *parent = c->parent;
-                    mi_inode_free(m, c);
-                    mi_inode_unref(m, parent);
-                }
-            } else {
-                memset(&a, 0, sizeof(a));
-                a.ino = 0xffffffff; /* FUSE_UNKNOWN_INO: readdirplus gives real ones */
-                a.mode = e->is_dir ? S_IFDIR : S_IFREG;
-                full = fill(ud, e->name, &a, (off_t)(k + 3)) != 0;
-            }
-            if (!full)
-                off = (off_t)(k + 3);
-        }
-        pthread_mutex_unlock(&m->lock);
-        if (full || rc)
-            break;
-    }
-    free(dirkey);
-    return rc;
-}
-
-void om_meta_releasedir(struct om_meta *m, struct om_dirh *d)
-{
-    pthread_mutex_lock(&m->lock);
-    mi_listing_put(d->l);
-    d->dir->d->opens--;
-    mi_inode_unref(m, d->dir);
-    pthread_mutex_unlock(&m->lock);
-    free(d);
-}
-

@@ -1,6 +1,9 @@
 /* Internals shared by the files of the namespace module (meta.c: inodes,
- * lookups and attributes; listing.c: listings, readdir and whole-directory
- * listings for lookups; meta_change.c: changes made through the mount).
+ * lookups and attributes; listing.c: the listing container; meta_readdir.c:
+ * directory handles; meta_slurp.c: whole-directory listings in the
+ * background, for lookups and ahead of walks; meta_change.c: changes made
+ * through the mount; meta_budget.c: the memory budget; meta_etag.c: ETags
+ * kept as 16 bytes; meta_table.c: the inode tables).
  *
  * Locking: m->lock guards every inode, every child table and every installed
  * listing; every mi_ function below expects it held unless noted. */
@@ -307,6 +310,14 @@ bool mi_listing_fresh(const struct listing *l);
  * open directory handles stay valid). */
 void mi_listing_remove(struct listing *l, const char *name);
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
+/* One LIST page of the directory whose key is dirkey (from the manifest
+ * when the mount has one, else from S3) added to l, which the caller owns;
+ * *next: the continuation token (malloc'd), NULL after the last page. No
+ * lock held. */
+int mi_list_page(struct om_meta *m, struct listing *l, const char *dirkey, const char *token,
+                 char **next, struct om_s3_error *err);
+
+/* background listings (meta_slurp.c) */
 /* opened, a subdirectory of dir, is being opened for readdir after dir was
  * read the same way: a walk. List the WALK_AHEAD subdirectories after it
  * ahead of the walk, in the background. */
