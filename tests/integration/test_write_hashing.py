@@ -7,13 +7,15 @@ seen one such ETag, each byte uploaded is hashed once. A server whose
 multipart ETags are whole-object MD5s (s3rver) needs the whole MD5 too: two
 passes. The mount learns the form from its first verified multipart upload
 and shows it in `objmountctl stats --json` (writes.multipart_etag_form), with
-the bytes hashed (writes.hashed_bytes).
+the bytes hashed (writes.hashed_bytes). And a commit waiting for its parts
+sleeps rather than spins.
 """
 
+import os
 import subprocess
 
 from harness import admin
-from harness.mount import MiB, check_object, payload
+from harness.mount import MiB, check_object, daemon_pids, payload
 
 SIZE = 17 * MiB  # four parts of 5 MiB (the last one short)
 
@@ -65,3 +67,33 @@ def test_verify_read_hashes_the_whole_object_and_the_read_back(rw_mount, bucket,
     assert w["verified_read"] == 1, w
     # parts, the running whole MD5 and the read-back
     assert w["hashed_bytes"] == 3 * SIZE, w
+
+
+def voluntary_switches(pid):
+    """Voluntary context switches of every thread of pid, summed."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def test_a_commit_waiting_for_slow_parts_does_not_spin(mount, bucket, s3client, faultproxy,
+                                                       cache_dir, tmp_path):
+    """With as many parts in flight as allowed and each taking 400 ms, the
+    close waits; the daemon must sleep meanwhile. Before the fix the commit
+    and the upload workers woke each other in a loop (hundreds of thousands
+    of context switches for these 40 MiB; now a few hundred)."""
+    m = mount(bucket, "cache_dir=%s,part_size=5M,parts_in_flight=2" % cache_dir,
+              endpoint=faultproxy.endpoint)
+    (pid,) = daemon_pids(m.path)
+    faultproxy.set_faults(latency={"first_byte_ms": 400, "kind": "UploadPart"})
+    data = payload("spin", 40 * MiB)
+    before = voluntary_switches(pid)
+    cp(tmp_path, data, m.join("slow.bin"))  # 8 parts, 2 at a time: about 1.6 s of waiting
+    switches = voluntary_switches(pid) - before
+    check_object(s3client, bucket, "slow.bin", data)
+    print("context switches: %d" % switches)
+    assert switches < 20000, "%d context switches for a 40 MiB write" % switches
