@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from harness.admin import ctl
-from harness.mount import MountFactory, check_bytes
-from harness.synthserver import REPO_ROOT, SynthServer
+from harness.mount import check_bytes
+from harness.synthserver import REPO_ROOT, mounts_of, serving
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
@@ -38,9 +38,8 @@ def no_listing_and_no_head(k):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """A manifest of the 1 M-key bucket, built once for the module."""
-    d = tmp_path_factory.mktemp("manifest-scale")
-    out = str(d / "bench.om")
-    with SynthServer(KEYS, log_path=str(d / "synth.log"), bucket=BUCKET, **LAYOUT) as srv:
+    out = str(tmp_path_factory.mktemp("manifest-scale") / "bench.om")
+    with serving(tmp_path_factory, KEYS, bucket=BUCKET, **LAYOUT) as srv:
         p = ctl(["manifest", "build", BUCKET, "-o", "endpoint=" + srv.endpoint,
                  "--output", out], timeout=600)
         assert p.returncode == 0, p.stderr
@@ -52,50 +51,39 @@ def built(tmp_path_factory):
     return out
 
 
-def mounted(srv, cache_dir, manifest):
-    factory = MountFactory(srv.endpoint)
-    m = factory(BUCKET, "cache_dir=%s,manifest=%s" % (cache_dir, manifest))
-    return factory, m
-
-
-def test_a_start_and_a_walk_send_no_list_and_no_head(built, tmp_path, cache_dir):
+def test_a_start_and_a_walk_send_no_list_and_no_head(built, tmp_path_factory, cache_dir):
     lay = synthbucket.Layout(KEYS, **LAYOUT)
-    with SynthServer(KEYS, log_path=str(tmp_path / "synth.log"), bucket=BUCKET, **LAYOUT) as srv:
+    with serving(tmp_path_factory, KEYS, bucket=BUCKET, **LAYOUT) as srv, \
+            mounts_of(srv, cache_dir) as mount:
         srv.stats(reset=True)
-        factory, m = mounted(srv, cache_dir, built)
-        try:
-            assert no_listing_and_no_head(kinds(srv)), kinds(srv)
-            top = sorted(os.listdir(m.path))
-            assert len(top) == LAYOUT["fanout"], top
-            # a whole first-level subtree, then one file
-            n = sum(len(files) for _, _, files in os.walk(m.join(top[0])))
-            assert n == sum(1 for i in range(KEYS) if lay.key(i).startswith(top[0] + "/"))
-            key = lay.key(123_456)
-            assert os.stat(m.join(key)).st_size == LAYOUT["size"]
-            assert no_listing_and_no_head(kinds(srv)), kinds(srv)
-            with open(m.join(key), "rb") as f:
-                got = f.read()
-            check_bytes(got, b"".join(lay.chunks(key, 0, lay.size)), key)
-            k = kinds(srv)
-            assert no_listing_and_no_head(k), k
-            assert sum(v for n, v in k.items() if n.startswith("GetObject")) >= 1, k
-        finally:
-            factory.finish()
+        m = mount("manifest=" + built)
+        assert no_listing_and_no_head(kinds(srv)), kinds(srv)
+        top = sorted(os.listdir(m.path))
+        assert len(top) == LAYOUT["fanout"], top
+        # a whole first-level subtree, then one file
+        n = sum(len(files) for _, _, files in os.walk(m.join(top[0])))
+        assert n == sum(1 for i in range(KEYS) if lay.key(i).startswith(top[0] + "/"))
+        key = lay.key(123_456)
+        assert os.stat(m.join(key)).st_size == LAYOUT["size"]
+        assert no_listing_and_no_head(kinds(srv)), kinds(srv)
+        with open(m.join(key), "rb") as f:
+            got = f.read()
+        check_bytes(got, b"".join(lay.chunks(key, 0, lay.size)), key)
+        k = kinds(srv)
+        assert no_listing_and_no_head(k), k
+        assert sum(v for n, v in k.items() if n.startswith("GetObject")) >= 1, k
 
 
-def test_objects_changed_since_the_build_are_refused(built, tmp_path, cache_dir):
+def test_objects_changed_since_the_build_are_refused(built, tmp_path_factory, cache_dir):
     changed = dict(LAYOUT, size=LAYOUT["size"] + 1)  # every object's bytes and ETag change
     lay = synthbucket.Layout(KEYS, **changed)
-    with SynthServer(KEYS, log_path=str(tmp_path / "synth.log"), bucket=BUCKET,
-                     **changed) as srv:
-        factory, m = mounted(srv, cache_dir, built)
-        try:
-            key = lay.key(999_999)
-            assert os.stat(m.join(key)).st_size == LAYOUT["size"]  # what the manifest says
-            with pytest.raises(OSError) as e:
-                with open(m.join(key), "rb") as f:
-                    f.read()
-            assert e.value.errno in (errno.EIO, errno.ESTALE), e.value
-            assert "manifest" in m.log, m.log[-2000:]
-        finally:
-            factory.finish()
+    with serving(tmp_path_factory, KEYS, bucket=BUCKET, **changed) as srv, \
+            mounts_of(srv, cache_dir) as mount:
+        m = mount("manifest=" + built)
+        key = lay.key(999_999)
+        assert os.stat(m.join(key)).st_size == LAYOUT["size"]  # what the manifest says
+        with pytest.raises(OSError) as e:
+            with open(m.join(key), "rb") as f:
+                f.read()
+        assert e.value.errno in (errno.EIO, errno.ESTALE), e.value
+        assert "manifest" in m.log, m.log[-2000:]
