@@ -535,6 +535,55 @@ static int retire(struct om_meta *m, struct inode *i)
     return -ESTALE;
 }
 
+struct first_entry {
+    const char *key;
+    struct om_s3_lookup *r;
+};
+
+static int first_entry(void *ud, const struct om_list_entry *e)
+{
+    struct first_entry *f = ud;
+    size_t n = strlen(f->key);
+    if (!e->is_prefix && strcmp(e->key, f->key) == 0) {
+        f->r->is_file = true;
+        f->r->obj.size = e->size;
+        f->r->obj.mtime = e->mtime;
+        om_strlcpy(f->r->obj.etag, e->etag ? e->etag : "", sizeof(f->r->obj.etag));
+    } else if (strncmp(e->key, f->key, n) == 0 && e->key[n] == '/') {
+        f->r->is_dir = true;
+    }
+    return OM_LIST_STOP;
+}
+
+/* What key is, asked of the mount's listing source (a manifest) as
+ * om_s3_lookup asks S3: a directory when a key starts with "key/", else an
+ * object when key itself is listed (the first key with that prefix, as
+ * the shortest sorts first). For a name the directory's listing no longer
+ * holds: the memory budget may drop a listing between its install and the
+ * lookup that waited for it. No lock held. */
+static int source_lookup(struct om_meta *m, const char *key, struct om_s3_lookup *r,
+                         struct om_s3_error *err)
+{
+    memset(r, 0, sizeof(*r));
+    char *dirkey = NULL;
+    if (asprintf(&dirkey, "%s/", key) < 0)
+        return -ENOMEM;
+    struct first_entry f = {.key = key, .r = r};
+    struct om_s3_list_params p = {.prefix = dirkey, .delimiter = "/", .max_keys = 1};
+    char *next = NULL;
+    int rc = m->cfg.list_page(m->cfg.list_ud, &p, first_entry, &f, &next, err);
+    free(next);
+    free(dirkey);
+    if (!rc && !r->is_dir) {
+        p.prefix = key;
+        rc = m->cfg.list_page(m->cfg.list_ud, &p, first_entry, &f, &next, err);
+        free(next);
+    }
+    if (rc)
+        return rc;
+    return r->is_file || r->is_dir ? 0 : -ENOENT;
+}
+
 int om_meta_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out)
 {
     return mi_lookup(m, parent, name, out, true);
@@ -566,10 +615,6 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
         while (dir->d->slurping && !dir->d->slurp_first_page)
             pthread_cond_wait(&m->slurp_cond, &m->lock);
         hit = lookup_cached(m, dir, name, out, &rc);
-    }
-    if (hit == CACHED_UNKNOWN && m->cfg.list_page) {
-        hit = CACHED_ANSWERED; /* the directory's listing failed: no HEAD or LIST instead */
-        rc = -EIO;
     }
     if (hit == CACHED_ANSWERED) {
         m->st.lookups_cached++;
@@ -614,7 +659,7 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
         r.is_dir = r.has_marker = true; /* the HEAD of "key/" tells which */
         rc = 0;
     } else {
-        rc = om_s3_lookup(m->s3, key, &r, &err);
+        rc = m->cfg.list_page ? source_lookup(m, key, &r, &err) : om_s3_lookup(m->s3, key, &r, &err);
     }
     if (rc && rc != -ENOENT)
         om_warn("lookup %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);

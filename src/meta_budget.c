@@ -28,6 +28,8 @@
 #include "objmount/util.h"
 #include "meta_int.h"
 
+#define YOUNG_LISTING_MS 1000
+
 #define LOW_WATERMARK_PERCENT 90
 #define INVAL_BATCH 1024     /* names per round of notifications */
 #define INVAL_PAUSE_MS 10    /* between rounds: the FORGETs arrive */
@@ -139,6 +141,12 @@ uint64_t mi_evict_listings(struct om_meta *m, uint64_t want)
         if (mi_listing_evictable(l)) {
             struct inode *dir = l->dir;
             uint64_t before = mem_now(m);
+            /* Dropped within a second of its install: the budget cannot hold
+             * this directory's listing, so lookups there go by name until
+             * entry_timeout instead of listing it whole again each time. */
+            uint64_t installed = l->expire_ms - m->cfg.entry_ttl_ms;
+            if (om_now_ms() < installed + YOUNG_LISTING_MS)
+                dir->d->slurp_retry_ms = l->expire_ms;
             mi_lru_remove(m, l);
             dir->d->listing = NULL;
             mi_listing_put(l);

@@ -622,6 +622,67 @@ START_TEST(test_the_reclaim_holds_the_budget)
 }
 END_TEST
 
+/* A listing source (as a manifest's) of SOURCE_KEYS files "file%06d" in the
+ * root, listed in key order, honouring prefix and max_keys; a whole listing
+ * is bigger than the test's budget. */
+#define SOURCE_KEYS 20000
+static int whole_listings; /* pages asked without max_keys: whole directories */
+static int source_page(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
+                       char **next, struct om_s3_error *err)
+{
+    (void)ud;
+    memset(err, 0, sizeof(*err));
+    *next = NULL;
+    whole_listings += p->max_keys == 0;
+    int sent = 0;
+    for (int i = 0; i < SOURCE_KEYS; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "p/file%06d", i); /* under the mount prefix */
+        if (strncmp(k, p->prefix, strlen(p->prefix)) != 0)
+            continue;
+        struct om_list_entry e = {.key = k, .size = 1, .etag = md5};
+        int r = cb(cb_ud, &e);
+        if (r)
+            return r < 0 ? r : 0;
+        if (p->max_keys > 0 && ++sent >= p->max_keys)
+            break;
+    }
+    return 0;
+}
+
+START_TEST(test_a_listing_dropped_by_the_budget_still_answers_lookups)
+{
+    /* the reclaim may drop a directory's listing between its install and the
+     * lookup that waited for it: the name is then asked of the source
+     * itself, never answered EIO (it was, 222 lookups of 300) */
+    struct om_meta_config cfg = test_config(OM_META_LISTING);
+    cfg.memory_budget = 1 << 20;
+    cfg.list_page = source_page;
+    struct om_meta *m = om_meta_new(NULL, &cfg);
+    ck_assert_ptr_nonnull(m);
+    whole_listings = 0;
+    int ok = 0, missing = 0;
+    for (int k = 0; k < 300; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "file%06d", k * 61 % SOURCE_KEYS);
+        struct om_attr a;
+        int rc = om_meta_lookup(m, OM_ROOT_INO, name, &a);
+        ck_assert_msg(rc == 0, "lookup %s: %d", name, rc);
+        ok++;
+        om_meta_forget(m, a.ino, 1);
+        missing += om_meta_lookup(m, OM_ROOT_INO, "no-such-name", &a) == -ENOENT;
+    }
+    ck_assert_int_eq(ok, 300);
+    ck_assert_int_eq(missing, 300);
+    struct om_meta_stats st;
+    om_meta_get_stats(m, &st);
+    ck_assert_uint_gt(st.listings_evicted, 0); /* the case happened */
+    /* and the directory is not listed whole again for every lookup */
+    ck_assert_int_lt(whole_listings, 10);
+    om_meta_free(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
     Suite *s = suite_create("meta");
@@ -642,6 +703,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_the_kernel_is_asked_to_forget_only_what_it_may);
     tcase_add_test(tc, test_under_pressure_readdirplus_tells_files_without_an_inode);
     tcase_add_test(tc, test_the_reclaim_holds_the_budget);
+    tcase_add_test(tc, test_a_listing_dropped_by_the_budget_still_answers_lookups);
     suite_add_tcase(s, tc);
     return s;
 }
