@@ -417,7 +417,7 @@ static int parse(struct om_manifest *mf, unsigned flags, char *err, size_t errle
     if (mf->block_keys == 0 || mf->index_off < mf->body_off ||
         mf->index_off > len || (len - mf->index_off) / 8 != mf->info.blocks ||
         (len - mf->index_off) % 8 ||
-        mf->info.blocks != (mf->info.keys + mf->block_keys - 1) / mf->block_keys)
+        mf->info.blocks != mf->info.keys / mf->block_keys + (mf->info.keys % mf->block_keys != 0))
         return fail(err, errlen, -EBADMSG, "malformed header");
     mf->bucket = strndup((const char *)b + OFF_NAMES + 2, blen);
     mf->prefix = strndup((const char *)b + OFF_NAMES + 4 + blen, plen);

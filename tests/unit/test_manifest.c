@@ -469,6 +469,26 @@ START_TEST(test_unchecked_damage_is_safe)
 }
 END_TEST
 
+/* A header whose key count makes (keys + block_keys - 1) overflow claimed
+ * 0 blocks for 2^64-1 keys: the first lookup read past the mapping. */
+START_TEST(test_a_key_count_that_overflows_is_refused)
+{
+    enum { LEN = 92 };
+    unsigned char *b = calloc(1, LEN);
+    memcpy(b, "OMMANIF1", 8);
+    b[8] = 1;                               /* version */
+    memset(b + 48, 0xff, 8);                /* keys: UINT64_MAX */
+    b[64] = LEN;                            /* file size */
+    b[72] = LEN;                            /* index at the end: 0 blocks */
+    b[84] = 2;                              /* keys per block */
+    struct om_manifest *mf = NULL;
+    char err[256];
+    int rc = om_manifest_from_buf(b, LEN, OM_MANIFEST_NO_CHECKSUM, &mf, err, sizeof(err));
+    ck_assert_msg(rc == -EBADMSG, "opened (%d)", rc);
+    free(b);
+}
+END_TEST
+
 /* The size of a manifest of 100,000 keys named as a data set's are. */
 START_TEST(test_bytes_per_key)
 {
@@ -515,6 +535,7 @@ static Suite *manifest_suite(void)
     tcase_add_test(tc, test_common_prefix_of_many_keys);
     tcase_add_test(tc, test_damaged_files_refused);
     tcase_add_test(tc, test_unchecked_damage_is_safe);
+    tcase_add_test(tc, test_a_key_count_that_overflows_is_refused);
     tcase_add_test(tc, test_bytes_per_key);
     suite_add_tcase(s, tc);
     return s;
