@@ -861,10 +861,19 @@ const struct fuse_lowlevel_ops om_fs_ops = {
 static int inval_entry(void *ud, uint64_t parent, const char *name, size_t len)
 {
     struct om_fs *fs = ud;
+    if (__atomic_load_n(&fs->notify_off, __ATOMIC_ACQUIRE))
+        return -ENOTCONN;
     pthread_mutex_lock(&fs->se_lock);
-    int rc = fs->se ? fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len) : -ENOTCONN;
+    int rc = fs->se && !__atomic_load_n(&fs->notify_off, __ATOMIC_ACQUIRE)
+                 ? fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len)
+                 : -ENOTCONN;
     pthread_mutex_unlock(&fs->se_lock);
     return rc;
+}
+
+void om_fs_stop_notifications(struct om_fs *fs)
+{
+    __atomic_store_n(&fs->notify_off, true, __ATOMIC_RELEASE);
 }
 
 void om_fs_set_session(struct om_fs *fs, struct fuse_session *se)

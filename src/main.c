@@ -588,8 +588,10 @@ int main(int argc, char **argv)
     om_info("unmounting %s", cfg.mountpoint);
     om_notify("STOPPING=1\nSTATUS=unmounting");
     om_ctl_stop(ctl);
-    /* after the unmount: it aborts the requests left unanswered, one of
-     * which may hold the directory lock a notification waits for */
+    /* the session is cleared after the unmount: it aborts the requests
+     * left unanswered, one of which may hold the directory lock a
+     * notification waits for; no new notification starts meanwhile */
+    om_fs_stop_notifications(&fs);
     fuse_session_unmount(se);
     om_fs_set_session(&fs, NULL);
     fuse_remove_signal_handlers(se);

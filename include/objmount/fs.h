@@ -33,6 +33,7 @@ struct om_fs {
     /* the session, for notifications to the kernel (om_fs_set_session) */
     pthread_mutex_t se_lock;
     struct fuse_session *se;
+    bool notify_off; /* atomic: the session is being unmounted */
 };
 
 /* The operation table. Userdata of the session is a struct om_fs. */
@@ -47,6 +48,11 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
  * which waits for the kernel's directory lock, ends then) and before it is
  * destroyed. Waits for a notification under way. */
 void om_fs_set_session(struct om_fs *fs, struct fuse_session *se);
+/* No new notification to the kernel from now on: called before the
+ * session's unmount closes /dev/fuse (whose descriptor number another
+ * thread may then reuse). No lock taken: a notification under way holds
+ * se_lock and may wait for a request the unmount aborts. */
+void om_fs_stop_notifications(struct om_fs *fs);
 /* The session is ending (a signal or an unmount): uploads under way are
  * named in the log and may retry for timeout_ms more. */
 void om_fs_stopping(struct om_fs *fs, uint64_t timeout_ms);
