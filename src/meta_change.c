@@ -62,7 +62,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
         c->nlookup++;
         mi_fill_attr(m, c, out);
         mi_dir_changed(dir);
-        if (mi_listing_fresh(dir->d->listing) && !mi_listing_find(dir->d->listing, name))
+        if (mi_listing_fresh(dir->d->listing)) /* new, or back after an unlink */
             mi_listing_add(dir->d->listing, name, false, 0, now.tv_sec, "");
     }
     pthread_mutex_unlock(&m->lock);
@@ -142,7 +142,7 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
         struct listing *l = i->parent && i->linked ? i->parent->d->listing : NULL;
         if (l) {
             struct dentry *d = mi_listing_find(l, mi_name(i));
-            if (!d) {
+            if (!d || d->gone) { /* new, or back after an unlink */
                 mi_listing_add(l, mi_name(i), false, obj->size, obj->mtime, obj->etag);
             } else if (!d->is_dir) {
                 /* the listing keeps names and sizes; a stale ETag is only a

@@ -76,6 +76,25 @@ def test_unlink_deletes_the_object(rw_mount, bucket, s3client):
     assert keys(s3client, bucket) == ["d/c.bin"]
 
 
+def test_a_name_unlinked_then_written_again_is_listed_and_found(rw_mount, bucket, s3client):
+    """The directory's listing is fresh (entry_timeout) when the name comes
+    back: it must show again, and a lookup after attr_timeout must find it
+    (the listing kept it as removed: ls left it out, stat said ENOENT)."""
+    seed(s3client, bucket, {"d/a.bin": b"one", "d/b.bin": b"two"})
+    m = rw_mount(bucket, "attr_timeout=0.5,entry_timeout=60")
+    assert sorted(os.listdir(m.join("d"))) == ["a.bin", "b.bin"]  # the listing is fresh
+    os.unlink(m.join("d", "a.bin"))
+    assert os.listdir(m.join("d")) == ["b.bin"]
+    with open(m.join("d", "a.bin"), "wb") as f:
+        f.write(b"new bytes")
+    check_object(s3client, bucket, "d/a.bin", b"new bytes")
+    assert sorted(os.listdir(m.join("d"))) == ["a.bin", "b.bin"]
+    time.sleep(1.0)  # past attr_timeout: the name is looked up again
+    assert os.stat(m.join("d", "a.bin")).st_size == len(b"new bytes")
+    with open(m.join("d", "a.bin"), "rb") as f:
+        assert f.read() == b"new bytes"
+
+
 # -- mkdir / rmdir ----------------------------------------------------------------------
 def test_mkdir_stores_a_marker_with_directory_metadata(rw_mount, bucket, s3client):
     m = rw_mount(bucket)
