@@ -22,6 +22,9 @@ struct fh {
     uint64_t ino;
     struct om_reader *reader;
     struct om_writer *writer;
+    /* who opened it for writing: a FLUSH from another process (a child
+     * holding an inherited descriptor) does not commit (flush_policy.h) */
+    pid_t open_pid, open_tgid;
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
@@ -127,8 +130,11 @@ static void overlay_writer(struct om_fs *fs, struct om_attr *a)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct om_fs *fs = userdata;
+    /* ATOMIC_O_TRUNC: O_TRUNC reaches open, where the writer tells the
+     * open's truncation from a program's own (ftruncate), which the kernel
+     * would otherwise send as the same SETATTR */
     unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS |
-                    FUSE_CAP_AUTO_INVAL_DATA;
+                    FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ATOMIC_O_TRUNC;
     conn->want |= conn->capable & want;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
     fs->parallel_dirops = (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0;
@@ -183,6 +189,25 @@ static void reply_open_fh(fuse_req_t req, struct om_fs *fs, struct fh *h,
         fh_free(fs, h); /* the opener was interrupted: nobody will release it */
 }
 
+/* The process that opens h for writing (req NULL: none, truncate(2)). */
+static void note_opener(struct fh *h, fuse_req_t req)
+{
+    h->open_pid = req ? fuse_req_ctx(req)->pid : 0;
+    h->open_tgid = om_tgid_of(h->open_pid);
+}
+
+/* Who sends a FLUSH of h, compared with its opener. */
+static enum om_flusher flusher_of(const struct fh *h, pid_t pid)
+{
+    if (!pid || !h->open_pid)
+        return OM_FLUSHER_UNKNOWN; /* outside our pid namespace: cannot tell */
+    if (pid == h->open_pid)
+        return OM_FLUSHER_OPENER;
+    pid_t tgid = om_tgid_of(pid);
+    pid_t opener = h->open_tgid ? h->open_tgid : h->open_pid;
+    return tgid && tgid == opener ? OM_FLUSHER_OPENER : OM_FLUSHER_OTHER;
+}
+
 /* Start (or join) the inode's writer. Caller holds a meta reference. */
 static int open_writer(struct om_fs *fs, struct fh *h, bool trunc)
 {
@@ -225,6 +250,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     h->size = a.size;
     om_strlcpy(h->etag, a.etag, sizeof(h->etag));
     if (write) {
+        note_opener(h, req);
         rc = open_writer(fs, h, (fi->flags & O_TRUNC) != 0);
         if (rc) {
             fh_free(fs, h);
@@ -262,6 +288,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     bool keep;
     rc = om_meta_open(fs->meta, a.ino, false, &k2, &a2, &keep);
     free(k2);
+    note_opener(h, req);
     if (rc) {
         free(h->key);
         free(h);
@@ -410,18 +437,25 @@ static void committed(void *ud, uint64_t ino, const struct om_commit_result *res
     om_meta_committed(fs->meta, ino, &obj);
 }
 
+/* A close() of one descriptor: commits only when the writer is done, as
+ * flush_policy.h says (a dup2's close, a child's exit do not). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    int rc = h->writer ? om_writer_commit(h->writer, NULL) : 0;
+    int rc = 0;
+    if (h->writer)
+        rc = om_writer_flush(h->writer, flusher_of(h, fuse_req_ctx(req)->pid));
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
 
+/* fsync and fdatasync: everything pending is committed, whoever asks. */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    (void)datasync;
-    op_flush(req, ino, fi);
+    (void)ino, (void)datasync;
+    struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    int rc = h->writer ? om_writer_commit(h->writer, NULL) : 0;
+    fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
 
 /* What stat shows: meta's attributes, with size, mtime and metadata from an
@@ -890,6 +924,13 @@ static int fetch_whole(void *ud, const char *key, uint64_t size, const char *lis
     return om_readers_fetch_whole(ud, key, size, listed_etag, obj, err);
 }
 
+/* Staging needs room: the data cache gives it back (writes before the
+ * cache). */
+static uint64_t reclaim_for_writes(void *ud, uint64_t bytes)
+{
+    return om_dcache_reclaim(ud, bytes);
+}
+
 /* The data cache (data_cache=), or NULL: a cache that cannot be used is
  * one warning, never a failed mount. */
 static struct om_dcache *open_data_cache(const struct om_config *cfg)
@@ -982,6 +1023,8 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         return -ENOMEM;
     }
     struct om_writers_config wc = {
+        .reclaim_space = fs->dcache ? reclaim_for_writes : NULL,
+        .reclaim_ud = fs->dcache,
         .cache_dir = cfg->cache_dir,
         .bucket = cfg->bucket,
         .endpoint = cfg->endpoint,

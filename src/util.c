@@ -267,6 +267,27 @@ uint64_t om_now_ms(void)
     return om_now_ns() / 1000000u;
 }
 
+pid_t om_tgid_of(pid_t tid)
+{
+    if (tid <= 0)
+        return 0;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    pid_t tgid = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "Tgid:", 5) == 0) {
+            long v = strtol(line + 5, NULL, 10);
+            tgid = v > 0 ? (pid_t)v : 0;
+            break;
+        }
+    }
+    fclose(f);
+    return tgid;
+}
+
 uint64_t om_now_ns(void)
 {
     struct timespec ts;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define OM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -64,21 +65,25 @@ int om_parse_iso8601(const char *s, time_t *out);
  * Returns 0 or -EINVAL. */
 int om_parse_http_date(const char *s, time_t *out);
 
+/* Wait on c (made with a CLOCK_MONOTONIC condattr) for at most ms
+ * milliseconds; caller holds mu. Returns pthread_cond_timedwait's result. */
+int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms);
+
 /* Run fn(arg) on a thread of its own and wait at most timeout_ms for it,
  * calling progress(pud, elapsed_ms) once when it is still running after
  * progress_ms (0 or progress NULL: never). Returns 0 when fn finished (its
  * return value in *result, which may be NULL), -ETIMEDOUT when it did not:
  * the thread then runs on, detached, with arg, which must stay valid for it
  * (the process typically exits). -ENOMEM or -EAGAIN when no thread starts. */
-/* Wait on c (made with a CLOCK_MONOTONIC condattr) for at most ms
- * milliseconds; caller holds mu. Returns pthread_cond_timedwait's result. */
-int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms);
-
 int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t progress_ms,
                    void (*progress)(void *, uint64_t), void *pud, int *result);
 
 /* Monotonic clock in milliseconds and nanoseconds. */
 uint64_t om_now_ms(void);
 uint64_t om_now_ns(void);
+
+/* The thread group (process) of thread id tid, from /proc/TID/status: 0
+ * when tid is 0 or gone. A FUSE request carries the calling thread's id. */
+pid_t om_tgid_of(pid_t tid);
 
 #endif
