@@ -316,6 +316,7 @@ static void remove_left_object(struct om_writer *w)
     if (rc == 0) {
         w->stored_exists = false;
         w->stored_etag[0] = '\0';
+        wi_parts_unstored(w);
         om_error("%s: removed the object the failed upload left (ETag %s, it failed "
                  "verification)%s",
                  w->key, left,
@@ -330,14 +331,15 @@ static void remove_left_object(struct om_writer *w)
     }
 }
 
-int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
+/* The commit itself. Caller holds w->lock, no commit runs; returns with
+ * the lock released. */
+static int commit_locked(struct om_writer *w, struct om_commit_result *res)
 {
     struct om_writers *ws = w->ws;
-    pthread_mutex_lock(&w->lock);
-    while (w->committing)
-        pthread_cond_wait(&w->cond, &w->lock);
-    if (w->write_error && w->dirty && !w->discarded) {
-        int err = w->write_error; /* never commit what a failed write left */
+    if (w->write_error && !w->discarded) {
+        /* never commit what a failed write left, and say so every time:
+         * whatever was committed before, the file is not what was meant */
+        int err = w->write_error;
         pthread_mutex_unlock(&w->lock);
         return err;
     }
@@ -419,8 +421,11 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
         w->last.meta = w->meta;
         w->last_error[0] = '\0';
         w->left_etag[0] = '\0';
+        w->trunc_only = false;
         w->stored_exists = true;
         om_strlcpy(w->stored_etag, etag, sizeof(w->stored_etag));
+        w->stored_size = size;
+        wi_parts_stored(w); /* writes wait for commits: the file is what is stored */
         wi_recovery_forget(w); /* an earlier failure was made good */
         if (w->sidecar) /* a crash from here on finds the new base */
             wi_write_sidecar(w->sidecar, ws, w, "staging", NULL, false);
@@ -438,6 +443,54 @@ int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+int om_writer_commit(struct om_writer *w, struct om_commit_result *res)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing || w->held)
+        pthread_cond_wait(&w->cond, &w->lock);
+    return commit_locked(w, res);
+}
+
+int om_writer_commit_held(struct om_writer *w, struct om_commit_result *res)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing)
+        pthread_cond_wait(&w->cond, &w->lock);
+    return commit_locked(w, res);
+}
+
+int om_writer_flush(struct om_writer *w, enum om_flusher who)
+{
+    pthread_mutex_lock(&w->lock);
+    struct om_flush_facts f = {
+        .flusher = who,
+        .write_error = w->write_error != 0,
+        .discarded = w->discarded,
+        .dirty = w->dirty,
+        .trunc_only = w->trunc_only,
+    };
+    int err = w->write_error;
+    pthread_mutex_unlock(&w->lock);
+    enum om_flush_action a = om_flush_decide(&f);
+    switch (a) {
+    case OM_FLUSH_ERROR:
+        return err;
+    case OM_FLUSH_NOTHING:
+        return 0;
+    case OM_FLUSH_DEFER:
+        om_debug("%s: flush %s: the commit is left to a later flush, fsync or the last close",
+                 w->key, who == OM_FLUSHER_OTHER ? "by another process than the opener"
+                                                 : "with only the open's truncation pending");
+        pthread_mutex_lock(&w->ws->lock);
+        w->ws->st.flushes_deferred++;
+        pthread_mutex_unlock(&w->ws->lock);
+        return 0;
+    case OM_FLUSH_COMMIT:
+        break;
+    }
+    return om_writer_commit(w, NULL);
 }
 
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,

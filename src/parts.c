@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,6 +91,21 @@ void wi_touch(struct om_writer *w, uint64_t off, uint64_t end)
     }
     if (off < w->md5_upto)
         w->md5_valid = false;
+}
+
+void wi_parts_stored(struct om_writer *w)
+{
+    for (int i = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        p->stored_valid = p->len > 0 && p->off + p->len <= w->stored_size;
+        p->stored_gen = p->gen;
+    }
+}
+
+void wi_parts_unstored(struct om_writer *w)
+{
+    for (int i = 0; i < w->nparts; i++)
+        w->parts[i]->stored_valid = false;
 }
 
 /* Parts the writer has moved past go to the workers. Caller holds lock. */
@@ -267,6 +283,88 @@ static int hash_part(struct om_writer *w, uint64_t off, uint64_t len, bool feed,
     return om_digest_final(&d, out);
 }
 
+/* May part p, hashed at generation p->up_gen, be copied from the stored
+ * object instead of sent? Caller holds w->lock. */
+static bool part_copyable(struct om_writer *w, const struct part *p)
+{
+    struct om_writers *ws = w->ws;
+    if (!p->stored_valid || p->stored_gen != p->up_gen || p->len < MIN_COPY ||
+        p->off + p->len > w->stored_size || !w->stored_exists || !w->stored_etag[0])
+        return false;
+    pthread_mutex_lock(&ws->lock);
+    bool off = ws->no_part_copy;
+    pthread_mutex_unlock(&ws->lock);
+    return !off;
+}
+
+/* Does the ETag a part copy came back with say other bytes than ours? Only
+ * an MD5-shaped ETag can (AIStore's and other servers' may be opaque). */
+static bool copy_etag_differs(const char *etag, const unsigned char md5[OM_MD5_LEN])
+{
+    char hex[2 * OM_MD5_LEN + 1];
+    if (strlen(etag) != 2 * OM_MD5_LEN || strspn(etag, "0123456789abcdefABCDEF") != strlen(etag))
+        return false;
+    om_hex(md5, OM_MD5_LEN, hex);
+    return strcasecmp(etag, hex) != 0;
+}
+
+/* Copy part p, unchanged since the stored object was stored, from that
+ * object into the upload (UploadPartCopy): its bytes need not go out
+ * again. Caller holds w->lock with w->working set; it is dropped around
+ * the request. Returns true when the part is done; false when it must be
+ * sent (the server does not copy, the object under the key is not the one
+ * stored, or the part changed meanwhile). */
+static bool copy_part(struct om_writer *w, struct part *p)
+{
+    struct om_writers *ws = w->ws;
+    char src_etag[OM_ETAG_MAX], etag[OM_ETAG_MAX] = "";
+    om_strlcpy(src_etag, w->stored_etag, sizeof(src_etag));
+    char *id = strdup(w->upload_id);
+    if (!id)
+        return false;
+    uint64_t off = p->off, len = p->len;
+    uint32_t seq = w->upload_seq;
+    p->state = P_COPYING;
+    pthread_mutex_unlock(&w->lock);
+    struct om_s3_error err;
+    int rc = om_s3_part_copy(ws->s3, w->key, id, p->number, w->key, off, off + len - 1, src_etag,
+                             etag, &err);
+    free(id);
+    bool differs = rc == 0 && copy_etag_differs(etag, p->md5);
+    if (rc == -ENOSYS || rc == -ENOTSUP) {
+        pthread_mutex_lock(&ws->lock);
+        bool first = !ws->no_part_copy;
+        ws->no_part_copy = true;
+        ws->st.part_copy_unsupported = true;
+        pthread_mutex_unlock(&ws->lock);
+        if (first)
+            om_info("the server does not copy parts (UploadPartCopy: %s %s): a changed file's "
+                    "unchanged parts are uploaded again",
+                    strerror(-rc), err.code);
+    } else if (rc) {
+        om_info("%s part %d: copying it from the stored object failed (%s %s): uploading it",
+                w->key, p->number, strerror(-rc), err.code);
+    } else if (differs) {
+        om_warn("%s part %d: the copy from the stored object has ETag %s, not the MD5 of the "
+                "part: uploading it",
+                w->key, p->number, etag);
+    }
+    pthread_mutex_lock(&w->lock);
+    p->state = P_HASHING;
+    if (rc || differs || p->gen != p->up_gen || seq != w->upload_seq || !w->upload_id)
+        return false;
+    om_strlcpy(p->etag, etag, sizeof(p->etag));
+    p->state = P_DONE;
+    p->failures = 0;
+    p->up_seq = seq;
+    p->put.body.len = len; /* what multipart_once compares with the part's length */
+    pthread_mutex_lock(&ws->lock);
+    ws->st.part_copies++;
+    ws->st.bytes_copied += len;
+    pthread_mutex_unlock(&ws->lock);
+    return true;
+}
+
 /* Hash and send the queued parts of one writer, in order. */
 static void work_on(struct om_writer *w)
 {
@@ -329,6 +427,16 @@ static void work_on(struct om_writer *w)
             snprintf(w->last_error, sizeof(w->last_error), "reading staging file: %s",
                      strerror(-rc));
             break;
+        }
+        if (part_copyable(w, p) && copy_part(w, p))
+            continue;
+        if (w->aborting || !w->upload_id) {
+            p->state = P_IDLE;
+            break;
+        }
+        if (p->gen != p->up_gen) {
+            p->state = P_IDLE; /* written again while it was copied: hashed again later */
+            continue;
         }
         p->put = (struct om_s3_part_put){
             .key = w->key,

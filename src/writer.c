@@ -178,6 +178,8 @@ void om_writers_free(struct om_writers *ws)
 
 /* ---- writers ---- */
 
+static int truncate_to(struct om_writer *w, uint64_t size, bool by_open);
+
 static struct om_writer *table_get(struct om_writers *ws, uint64_t ino)
 {
     uint64_t h = om_hash_u64(ino);
@@ -220,12 +222,10 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     if (w) {
         w->refs++;
         pthread_mutex_unlock(&ws->lock);
-        if (trunc) {
-            int rc = om_writer_truncate(w, 0);
-            if (rc) {
-                om_writer_release(w);
-                return rc;
-            }
+        int rc = trunc ? truncate_to(w, 0, true) : 0;
+        if (rc) {
+            om_writer_release(w);
+            return rc;
         }
         *out = w;
         return 0;
@@ -248,6 +248,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     w->meta = base->meta;
     w->stored_exists = base->exists;
     om_strlcpy(w->stored_etag, base->etag, sizeof(w->stored_etag));
+    w->stored_size = base->exists ? base->size : 0;
     clock_gettime(CLOCK_REALTIME, &w->mtime);
     int rc = w->key ? wi_staging_create(ws, w) : -ENOMEM;
     if (!rc)
@@ -260,6 +261,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     if (trunc || !base->exists) {
         w->materialized = true;
         w->dirty = true; /* even an empty file is committed */
+        w->trunc_only = base->exists; /* dd and `>`: a flush now would store nothing */
         w->changes = 1;
         w->size = 0;
     } else {
@@ -271,8 +273,13 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
         race->refs++;
         pthread_mutex_unlock(&ws->lock);
         wi_writer_destroy(w);
+        int rc = trunc ? truncate_to(race, 0, true) : 0;
+        if (rc) {
+            om_writer_release(race);
+            return rc;
+        }
         *out = race;
-        return trunc ? om_writer_truncate(race, 0) : 0;
+        return 0;
     }
     om_htable_insert(&ws->table, &w->node, om_hash_u64(ino));
     ws->st.open_writers++;
@@ -425,15 +432,22 @@ static int poison(struct om_writer *w, int err)
     return err;
 }
 
+/* Can a file reach end bytes? S3 stores at most 5 TiB in one object, and
+ * the parts must cover it. */
+static int size_allowed(struct om_writers *ws, uint64_t end)
+{
+    return end > OM_S3_MAX_OBJECT || om_part_count(ws->cfg.part_size, end) < 0 ? -EFBIG : 0;
+}
+
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off)
 {
-    int rc = wi_check_space(w->ws, len);
+    uint64_t end = off + len;
+    int rc = end < off ? -EFBIG : size_allowed(w->ws, end); /* at once: nothing fetched */
+    if (!rc)
+        rc = wi_check_space(w->ws, len);
     pthread_mutex_lock(&w->lock);
     if (!rc)
         rc = wi_prepare_write(w);
-    uint64_t end = off + len;
-    if (!rc && end > w->size && om_part_count(w->ws->cfg.part_size, end) < 0)
-        rc = -EFBIG;
     /* pwrite under the lock keeps the part generations honest */
     for (size_t at = 0; !rc && at < len;) {
         ssize_t n = pwrite(w->fd, buf + at, len - at, (off_t)(off + at));
@@ -450,6 +464,7 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     if (!rc) {
         wi_touch(w, OM_MIN(off, old), end);
         w->dirty = true;
+        w->trunc_only = false;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
         wi_queue_passed(w, off);
@@ -496,15 +511,17 @@ ssize_t om_writer_read(struct om_writer *w, char *buf, size_t len, uint64_t off)
     return (ssize_t)done;
 }
 
-int om_writer_truncate(struct om_writer *w, uint64_t size)
+/* Truncate to size; by_open: the truncation an O_TRUNC open makes, which
+ * alone does not make a flush commit. */
+static int truncate_to(struct om_writer *w, uint64_t size, bool by_open)
 {
+    int rc = size_allowed(w->ws, size);
     pthread_mutex_lock(&w->lock);
-    int rc = 0;
-    if (size == 0) {
+    if (!rc && size == 0) {
         while (w->committing)
             pthread_cond_wait(&w->cond, &w->lock);
         w->materialized = true; /* nothing to fetch */
-    } else {
+    } else if (!rc) {
         rc = wi_prepare_write(w);
     }
     /* parts beyond the new end must not be in flight */
@@ -520,6 +537,7 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         uint64_t from = OM_MIN(old, size);
         wi_touch(w, from ? from - 1 : 0, OM_MAX(old, size) + 1);
         w->dirty = true;
+        w->trunc_only = by_open && w->stored_exists;
         w->changes++;
         clock_gettime(CLOCK_REALTIME, &w->mtime);
     }
@@ -527,6 +545,11 @@ int om_writer_truncate(struct om_writer *w, uint64_t size)
         poison(w, rc);
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+int om_writer_truncate(struct om_writer *w, uint64_t size)
+{
+    return truncate_to(w, size, false);
 }
 
 void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m)
@@ -542,6 +565,7 @@ void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m)
     w->meta = *m;
     w->meta_version++;
     w->dirty = true;
+    w->trunc_only = false;
     w->changes++;
     pthread_mutex_unlock(&w->lock);
 }
@@ -623,6 +647,23 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
     return rc;
 }
 
+void om_writer_hold(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->committing || w->held)
+        pthread_cond_wait(&w->cond, &w->lock);
+    w->held = true;
+    pthread_mutex_unlock(&w->lock);
+}
+
+void om_writer_unhold(struct om_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->held = false;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
 void om_writer_discard(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);
@@ -630,11 +671,12 @@ void om_writer_discard(struct om_writer *w)
         pthread_cond_wait(&w->cond, &w->lock);
     w->discarded = true;
     w->dirty = false;
+    w->trunc_only = false;
     pthread_mutex_unlock(&w->lock);
     wi_abort_upload(w);
 }
 
-int om_writer_rekey(struct om_writer *w, const char *newkey)
+int om_writer_rekey(struct om_writer *w, const char *newkey, const char *etag)
 {
     char *k = strdup(newkey);
     if (!k)
@@ -649,6 +691,14 @@ int om_writer_rekey(struct om_writer *w, const char *newkey)
     free(w->key);
     w->key = k;
     pthread_mutex_unlock(&w->ws->lock);
+    if (etag && etag[0]) {
+        /* the copy holds the same bytes under another ETag (Swift gives a
+         * copy of a multipart object a plain MD5): a first write fetches
+         * it, and unchanged parts are copied from it */
+        om_strlcpy(w->stored_etag, etag, sizeof(w->stored_etag));
+        if (!w->materialized)
+            om_strlcpy(w->base.etag, etag, sizeof(w->base.etag));
+    }
     if (w->sidecar)
         wi_write_sidecar(w->sidecar, w->ws, w, "staging", NULL, true);
     pthread_mutex_unlock(&w->lock);

@@ -21,7 +21,11 @@
 #define WORKERS 2
 #define MIN_PART (5ULL << 20)
 
-enum part_state { P_IDLE, P_QUEUED, P_HASHING, P_UPLOADING, P_DONE };
+/* Parts below this are uploaded even when unchanged: a copy costs a request
+ * as an upload of a few hundred KiB does. */
+#define MIN_COPY (1ULL << 20)
+
+enum part_state { P_IDLE, P_QUEUED, P_HASHING, P_COPYING, P_UPLOADING, P_DONE };
 
 struct part {
     struct om_writer *w;
@@ -30,6 +34,12 @@ struct part {
     enum part_state state;
     uint32_t gen, up_gen;
     uint32_t up_seq; /* the upload (w->upload_seq) it went into */
+    /* The part's bytes at generation stored_gen are those of the stored
+     * object (w->stored_etag) at the same offsets: while gen is still
+     * stored_gen, a new upload copies the part on the server instead of
+     * sending it (UploadPartCopy). */
+    bool stored_valid;
+    uint32_t stored_gen;
     int failures;
     unsigned char md5[OM_MD5_LEN];
     char etag[OM_ETAG_MAX];
@@ -54,6 +64,10 @@ struct om_writer {
     uint64_t size;
     struct timespec mtime;
     bool dirty;     /* changed since the last commit */
+    /* The only change since the last commit is the truncation an O_TRUNC
+     * open made of a stored object: a flush leaves it (flush_policy.h). */
+    bool trunc_only;
+    bool held;      /* a namespace change holds off commits (om_writer_hold) */
     uint64_t changes;        /* counts writes, truncates and metadata changes */
     uint64_t failed_changes; /* changes at the last failed commit (kept in recovery) */
     bool committed; /* a commit succeeded at least once */
@@ -85,6 +99,7 @@ struct om_writer {
      * commit, the one it started from; then the one it last stored. */
     bool stored_exists;
     char stored_etag[OM_ETAG_MAX];
+    uint64_t stored_size;
     /* ETag the server gave the last upload that then failed verification:
      * the object a final failure must not leave under the key. */
     char left_etag[OM_ETAG_MAX];
@@ -108,6 +123,7 @@ struct om_writers {
     int nworkers;
     struct om_writers_stats st;
     enum om_etag_form etag_form; /* under lock */
+    bool no_part_copy;           /* under lock: UploadPartCopy answered 501 once */
 };
 
 /* parts.c; callers hold w->lock */
@@ -115,6 +131,12 @@ void wi_schedule(struct om_writer *w);
 int wi_layout(struct om_writer *w);
 /* Mark the parts touched by [off, end) as changed. */
 void wi_touch(struct om_writer *w, uint64_t off, uint64_t end);
+/* The staging file's [0, size) is now the stored object (w->stored_etag,
+ * w->stored_size set): every part in it may be copied on the server. */
+void wi_parts_stored(struct om_writer *w);
+/* The stored object no longer holds what the parts say (gone, or not
+ * known): no part is copied. */
+void wi_parts_unstored(struct om_writer *w);
 /* The writer has moved on to off: queue the full parts it passed. */
 void wi_queue_passed(struct om_writer *w, uint64_t off);
 /* parts.c; no lock held */
@@ -143,7 +165,9 @@ void wi_writer_destroy(struct om_writer *w);
 /* Fetch the object a writer started from into its staging file, once,
  * before its first change. Caller holds w->lock. */
 int wi_prepare_write(struct om_writer *w);
-/* Is there room for need more bytes in cache_dir above min_free_space? */
+/* Is there room for need more bytes in cache_dir above min_free_space?
+ * When not, the data cache is asked to give space back first. 0 or
+ * -ENOSPC. No lock held. */
 int wi_check_space(struct om_writers *ws, uint64_t need);
 int wi_mkdir_p(const char *path, mode_t mode);
 int wi_write_sidecar(const char *path, struct om_writers *ws, struct om_writer *w,

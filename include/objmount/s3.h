@@ -22,6 +22,8 @@
 
 #define OM_ETAG_MAX 80
 #define OM_S3_MAX_PARTS 10000
+/* Largest object S3 stores (5 TiB): a file cannot grow past it. */
+#define OM_S3_MAX_OBJECT (5ULL << 40)
 /* Longest key S3 (and Swift's s3api) accepts, in bytes. */
 #define OM_S3_KEY_MAX 1024
 

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "objmount/flush_policy.h"
 #include "objmount/s3.h"
 
 struct om_commit_result;
@@ -55,6 +56,11 @@ struct om_writers_config {
      * commit stored into it (up to a quarter of its bound), so reading a
      * checkpoint back does not go to the store */
     struct om_dcache *dcache;
+    /* NULL, or asked to free at least bytes on the staging filesystem (the
+     * data cache evicts) before a write fails with ENOSPC; returns the
+     * bytes freed. Called with no writer lock held. */
+    uint64_t (*reclaim_space)(void *ud, uint64_t bytes);
+    void *reclaim_ud;
 };
 
 struct om_writers;
@@ -109,8 +115,10 @@ bool om_writer_is_open(struct om_writers *ws, uint64_t ino);
 /* Drop one count; the last one deletes the staging file. */
 void om_writer_release(struct om_writer *w);
 
-/* Returns len or -errno (-ENOSPC below the free-space floor, -EIO when the
- * object could not be fetched for a partial rewrite). */
+/* Returns len or -errno (-ENOSPC below the free-space floor once the data
+ * cache has nothing more to give back, -EFBIG past S3's 5 TiB object
+ * limit, -EIO when the object could not be fetched for a partial
+ * rewrite). A failed write poisons the writer: see om_writer_commit. */
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off);
 /* Does the staging file hold the data (written, truncated or fetched)? Until
  * then reads go to the object. */
@@ -118,6 +126,8 @@ bool om_writer_holds_data(struct om_writer *w);
 /* Read what the writer holds. Returns bytes read (short only at end), or
  * -EAGAIN when the staging file does not hold the data. */
 ssize_t om_writer_read(struct om_writer *w, char *buf, size_t len, uint64_t off);
+/* ftruncate or truncate(2): 0 or -errno (-EFBIG past 5 TiB); a failure
+ * poisons the writer as a failed write does. */
 int om_writer_truncate(struct om_writer *w, uint64_t size);
 /* Metadata that will ride on the next commit. */
 void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m);
@@ -132,12 +142,20 @@ struct om_commit_result {
     struct om_file_meta meta; /* what the object now carries */
 };
 
-/* Upload what changed since the last commit and verify it. Returns 0 (also
- * when there was nothing to do; res then describes the last commit, if
- * any), the error of a failed write or truncate (nothing is uploaded after
- * one: -ENOSPC, -EIO, -EFBIG...), or -EIO
- * after the retries, with the data kept in recovery. */
+/* Upload what changed since the last commit and verify it (fsync, the last
+ * release, a rename, truncate(2)). Returns 0 (also when there was nothing
+ * to do; res then describes the last commit, if any), the error of a
+ * failed write or truncate (it sticks: once a write of this writer failed,
+ * every later commit returns it and uploads nothing, whatever was
+ * committed before: -ENOSPC, -EIO, -EFBIG...), or -EIO after the retries,
+ * with the data kept in recovery. Waits for a commit under way and for a
+ * namespace change holding the writer (om_writer_hold). */
 int om_writer_commit(struct om_writer *w, struct om_commit_result *res);
+
+/* A FLUSH (a close() of one descriptor) by who: commits, defers to a later
+ * flush, fsync or the last release, or returns the failed write's error,
+ * as om_flush_decide says. Returns 0 or what om_writer_commit returns. */
+int om_writer_flush(struct om_writer *w, enum om_flusher who);
 
 /* Upload the file at path (e.g. a recovery file) as key with the same
  * verification and retries as a commit. The file is left in place. Returns 0
@@ -152,12 +170,23 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
                          const struct om_file_meta *m, struct om_s3_object *obj);
 
-/* The file was unlinked while open: nothing more is uploaded (waits for a
- * commit under way). */
+/* A namespace change (unlink, rename) is about to act on the object under
+ * w's key: no commit starts until om_writer_unhold (one under way is
+ * waited for), so none lands between the change's requests. Writes go on.
+ * One holder at a time (a second waits); callers holding two writers take
+ * them in inode order. */
+void om_writer_hold(struct om_writer *w);
+void om_writer_unhold(struct om_writer *w);
+/* om_writer_commit by the holder. */
+int om_writer_commit_held(struct om_writer *w, struct om_commit_result *res);
+/* The file's name is gone (unlinked or replaced by a rename, the DELETE or
+ * copy succeeded): nothing more is uploaded. Caller holds w. */
 void om_writer_discard(struct om_writer *w);
-/* The file was renamed (after a commit and a server-side copy): later
- * commits go to newkey. */
-int om_writer_rekey(struct om_writer *w, const char *newkey);
+/* The file was renamed (after a commit and a server-side copy that HEAD
+ * showed with etag): later commits go to newkey, and a writer that has
+ * not fetched the object yet fetches the copy. Caller holds w. Returns 0
+ * or -ENOMEM (nothing changed). */
+int om_writer_rekey(struct om_writer *w, const char *newkey, const char *etag);
 /* Is any file under the key prefix open for writing? */
 bool om_writers_busy_under(struct om_writers *ws, const char *prefix);
 
@@ -195,6 +224,11 @@ struct om_writers_stats {
     enum om_etag_form etag_form;
     uint64_t recovered;          /* files moved to recovery */
     uint64_t commits_in_flight;
+    uint64_t flushes_deferred;   /* flushes that left the commit to a later one */
+    uint64_t part_copies;        /* unchanged parts copied on the server (UploadPartCopy) */
+    uint64_t bytes_copied;       /* their bytes: not uploaded */
+    bool part_copy_unsupported;  /* the server answered UploadPartCopy 501 */
+    uint64_t space_reclaims;     /* times the data cache gave space back to staging */
 };
 void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out);
 
