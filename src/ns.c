@@ -121,19 +121,26 @@ int om_ns_unlink(struct om_ns *ns, uint64_t parent, const char *name)
         free(key);
         return -EISDIR;
     }
+    /* Open for writing: no commit may land between the DELETE and the
+     * writer learning of it, and the writer goes only with the name: a
+     * DELETE that fails (403, Object Lock, 5xx) leaves the file, its
+     * writer and whatever it is still given. */
     struct om_writer *w = om_writer_find(ns->writers, a.ino);
-    if (w) {
-        /* open for writing: the data goes with the name */
-        om_writer_discard(w);
-        om_writer_release(w);
-    }
+    if (w)
+        om_writer_hold(w);
     struct om_s3_error err;
     rc = om_s3_delete(ns->s3, key, &err);
     if (rc == -ENOENT)
         rc = 0;
     if (rc)
         om_warn("DELETE %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
-    else
+    if (!rc && w)
+        om_writer_discard(w); /* the data goes with the name */
+    if (w) {
+        om_writer_unhold(w);
+        om_writer_release(w);
+    }
+    if (!rc)
         om_meta_removed(ns->meta, parent, name);
     free(key);
     return rc;
@@ -387,15 +394,27 @@ static int copy_object(struct om_ns *ns, const char *src, const char *dst,
 
 /* ---- rename ---- */
 
+/* Rename the file ino from src to dst, replacing the file over_ino (0:
+ * none) there. The writers of both are held, so that no commit of either
+ * lands between the requests (one would go to a key the rename is about
+ * to delete or overwrite), and change only once the rename happened: a
+ * failed commit, copy or DELETE leaves both files' writers as they were. */
 static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const char *dst,
-                       struct om_s3_object *copy)
+                       uint64_t over_ino, struct om_s3_object *copy)
 {
     struct om_writer *w = om_writer_find(ns->writers, ino);
+    struct om_writer *over = over_ino ? om_writer_find(ns->writers, over_ino) : NULL;
+    /* two renames holding the same two writers take them in one order */
+    struct om_writer *first = ino < over_ino ? w : over, *second = ino < over_ino ? over : w;
+    if (first)
+        om_writer_hold(first);
+    if (second)
+        om_writer_hold(second);
     int rc = 0;
     if (w) {
         /* store what was written under the old name first */
         struct om_commit_result res;
-        rc = om_writer_commit(w, &res);
+        rc = om_writer_commit_held(w, &res);
     }
     if (!rc)
         rc = copy_object(ns, src, dst, copy);
@@ -404,9 +423,30 @@ static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const ch
         rc = om_s3_delete(ns->s3, src, &err);
         if (rc == -ENOENT)
             rc = 0;
+        if (rc && !over_ino) {
+            /* the name dst did not exist: take the copy back */
+            om_warn("renaming %s to %s: DELETE of the old name failed (%s, HTTP %ld %s): the "
+                    "copy is removed, the file keeps its name",
+                    src, dst, strerror(-rc), err.status, err.code);
+            struct om_s3_error derr;
+            om_s3_delete(ns->s3, dst, &derr);
+        } else if (rc) {
+            om_error("renaming %s to %s: DELETE of the old name failed (%s, HTTP %ld %s): %s "
+                     "now holds a copy of it (the file it replaced cannot be brought back)",
+                     src, dst, strerror(-rc), err.status, err.code, dst);
+            om_meta_expire(ns->meta, over_ino);
+        }
     }
     if (!rc && w)
-        rc = om_writer_rekey(w, dst);
+        rc = om_writer_rekey(w, dst, copy->etag);
+    if (!rc && over)
+        om_writer_discard(over); /* the replaced file must not come back */
+    if (second)
+        om_writer_unhold(second);
+    if (first)
+        om_writer_unhold(first);
+    if (over)
+        om_writer_release(over);
     if (w)
         om_writer_release(w);
     return rc;
@@ -498,12 +538,6 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
         else if (dir) {
             /* only over an empty directory; its marker goes away */
             rc = om_ns_rmdir(ns, newparent, newname);
-        } else {
-            struct om_writer *w = om_writer_find(ns->writers, b.ino);
-            if (w) {
-                om_writer_discard(w); /* the replaced file must not come back */
-                om_writer_release(w);
-            }
         }
     } else if (exists != -ENOENT) {
         rc = exists;
@@ -513,7 +547,8 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (!rc)
         rc = key_too_long(dst);
     if (!rc)
-        rc = dir ? rename_dir(ns, src, dst) : rename_file(ns, a.ino, src, dst, &copy);
+        rc = dir ? rename_dir(ns, src, dst)
+                 : rename_file(ns, a.ino, src, dst, exists == 0 ? b.ino : 0, &copy);
     if (!rc)
         om_meta_renamed(ns->meta, parent, name, newparent, newname);
     if (!rc && !dir && copy.etag[0])
