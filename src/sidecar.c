@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -241,4 +242,29 @@ enum om_sidecar_base om_sidecar_base_check(const struct om_sidecar *s, bool exis
     if (!exists_now)
         return OM_BASE_REMOVED;
     return strcmp(s->base_etag, etag_now) == 0 ? OM_BASE_UNCHANGED : OM_BASE_CHANGED;
+}
+
+int om_sidecar_check_data(const struct om_sidecar *s, int fd, char *why, size_t whylen)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if ((uint64_t)st.st_size != s->size) {
+        snprintf(why, whylen, "the data has %" PRIu64 " bytes, its sidecar says %" PRIu64,
+                 (uint64_t)st.st_size, s->size);
+        return -EBADMSG;
+    }
+    if (!s->md5[0])
+        return -ENODATA;
+    unsigned char md5[OM_MD5_LEN];
+    char hex[2 * OM_MD5_LEN + 1];
+    int rc = om_digest_fd_range(OM_DIGEST_MD5, fd, 0, s->size, md5);
+    if (rc)
+        return rc;
+    om_hex(md5, OM_MD5_LEN, hex);
+    if (strcasecmp(hex, s->md5) != 0) {
+        snprintf(why, whylen, "the data's MD5 is %s, its sidecar says %s", hex, s->md5);
+        return -EBADMSG;
+    }
+    return 0;
 }

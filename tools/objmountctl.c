@@ -478,6 +478,25 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
     struct om_sidecar s;
     if (om_sidecar_read(side, &s) != 0)
         return ctl_fail("%s: no readable sidecar: cannot tell where it belongs", id);
+    /* the data must be what the sidecar describes: a recovery entry whose
+     * bytes changed after it was kept (an entry of an older objmount was
+     * the live staging file) would be uploaded torn and called verified */
+    char why[256] = "";
+    int dfd = open(data, O_RDONLY | O_CLOEXEC);
+    int dc = dfd < 0 ? -errno : om_sidecar_check_data(&s, dfd, why, sizeof(why));
+    if (dfd >= 0)
+        close(dfd);
+    if (dc == -EBADMSG && !force)
+        return ctl_fail("%s: %s: it is not what was kept (kept; --force uploads it anyway)", id,
+                        why);
+    if (dc == -EBADMSG)
+        fprintf(stderr, "objmountctl: %s: %s: uploading anyway (--force)\n", id, why);
+    else if (dc == -ENODATA)
+        fprintf(stderr, "objmountctl: %s: its sidecar has no MD5: the data is checked by its "
+                        "size only\n",
+                id);
+    else if (dc)
+        return ctl_fail("%s: cannot read %s: %s", id, data, strerror(-dc));
     struct om_config c2 = *cfg; /* shallow: the same options, the sidecar's bucket */
     c2.bucket = s.bucket;
     c2.finalized = false;

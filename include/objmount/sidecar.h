@@ -78,6 +78,13 @@ enum om_sidecar_base {
 enum om_sidecar_base om_sidecar_base_check(const struct om_sidecar *s, bool exists_now,
                                            const char *etag_now);
 
+/* Does the data file fd hold what sidecar s says: its size and, when s has
+ * one, its MD5? 0 when it does; -EBADMSG with why filled when it does not
+ * (the data changed after the sidecar was written); -ENODATA when the size
+ * matches and s has no MD5 to compare; another -errno when fd cannot be
+ * read. */
+int om_sidecar_check_data(const struct om_sidecar *s, int fd, char *why, size_t whylen);
+
 /* The sidecar path beside a data path ending in ".data" (caller frees), or
  * NULL on ENOMEM or another suffix. */
 char *om_sidecar_path(const char *data_path);
