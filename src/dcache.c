@@ -29,6 +29,7 @@
 #define HDR 64
 #define MAX_VICTIMS 64
 #define MIN_AUTO (64ULL << 20)
+#define STAGING_RESERVE_MAX (4ULL << 30)
 #define FREE_CHECK_MS 1000
 
 struct hdr {
@@ -317,18 +318,23 @@ static void name_forget(struct om_dcache *dc, uint64_t key)
 
 /* Remove a block file; its bytes leave the shared total when this call
  * removed it. */
-static void remove_block(struct om_dcache *dc, const unsigned char kh[16],
-                         const unsigned char eh[8], uint64_t i, uint64_t key)
+/* Remove block i's file and forget it. Returns the bytes freed. */
+static uint64_t remove_block(struct om_dcache *dc, const unsigned char kh[16],
+                             const unsigned char eh[8], uint64_t i, uint64_t key)
 {
     char *p = block_path(dc, kh, eh, i);
     struct stat sb;
-    if (p && lstat(p, &sb) == 0 && unlink(p) == 0 && S_ISREG(sb.st_mode))
+    uint64_t freed = 0;
+    if (p && lstat(p, &sb) == 0 && unlink(p) == 0 && S_ISREG(sb.st_mode)) {
         usage_add(dc, -(int64_t)sb.st_size);
+        freed = (uint64_t)sb.st_size;
+    }
     free(p);
     pthread_mutex_lock(&dc->lock);
     om_dpolicy_remove(dc->policy, key);
     name_forget(dc, key);
     pthread_mutex_unlock(&dc->lock);
+    return freed;
 }
 
 /* Read and check one block into dst. 0, -ENOENT (not there) or -EBADMSG
@@ -701,27 +707,50 @@ static uint64_t scan(struct om_dcache *dc)
 }
 
 /* Remove the least recently used blocks until the total fits limit. */
+/* Evict the block the policy values least. Returns false when there is
+ * none; *freed gets the bytes its file held (0 when there was none). */
+static bool evict_one(struct om_dcache *dc, uint64_t *freed)
+{
+    pthread_mutex_lock(&dc->lock);
+    uint64_t key, bytes;
+    struct name x = {.index = UINT64_MAX};
+    bool any = om_dpolicy_oldest(dc->policy, &key, &bytes);
+    struct name *found = any ? name_find(dc, key) : NULL;
+    if (found)
+        x = *found;
+    else if (any)
+        om_dpolicy_remove(dc->policy, key);
+    dc->st.evictions += found != NULL;
+    pthread_mutex_unlock(&dc->lock);
+    *freed = found ? remove_block(dc, x.kh, x.eh, x.index, x.key) : 0;
+    return any;
+}
+
+uint64_t om_dcache_reclaim(struct om_dcache *dc, uint64_t bytes)
+{
+    uint64_t total = 0, freed;
+    while (total < bytes && evict_one(dc, &freed))
+        total += freed;
+    uint64_t size = usage_add(dc, 0);
+    pthread_mutex_lock(&dc->lock);
+    dc->st.size_bytes = size;
+    dc->st.reclaimed_bytes += total;
+    dc->free_checked_ms = 0; /* look at the disk again before the next store */
+    pthread_mutex_unlock(&dc->lock);
+    if (total)
+        om_debug("data cache: gave back %" PRIu64 " bytes for writes", total);
+    return total;
+}
+
 static void trim_to_limit(struct om_dcache *dc)
 {
     for (;;) {
         uint64_t total = usage_add(dc, 0);
         if (total <= dc->limit)
             break;
-        pthread_mutex_lock(&dc->lock);
-        uint64_t key, bytes;
-        struct name x = {.index = UINT64_MAX};
-        bool any = om_dpolicy_oldest(dc->policy, &key, &bytes);
-        struct name *found = any ? name_find(dc, key) : NULL;
-        if (found)
-            x = *found;
-        else if (any)
-            om_dpolicy_remove(dc->policy, key);
-        dc->st.evictions += found != NULL;
-        pthread_mutex_unlock(&dc->lock);
-        if (!any)
+        uint64_t freed;
+        if (!evict_one(dc, &freed))
             break;
-        if (found)
-            remove_block(dc, x.kh, x.eh, x.index, x.key);
     }
 }
 
@@ -807,12 +836,19 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
             goto fail;
         }
         uint64_t fs_size = (uint64_t)sv.f_blocks * sv.f_frsize;
+        /* writes before the cache: beside min_free_space, the cache leaves
+         * an eighth of the filesystem (at most STAGING_RESERVE_MAX) to
+         * staging, so that a checkpoint after an epoch finds room without
+         * waiting for evictions (a write short of room evicts anyway) */
+        uint64_t reserve = OM_MIN(fs_size / 8, STAGING_RESERVE_MAX);
+        dc->min_free_space += reserve;
         uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize + total;
-        room = room > cfg->min_free_space ? room - cfg->min_free_space : 0;
+        room = room > dc->min_free_space ? room - dc->min_free_space : 0;
         dc->limit = OM_MIN(fs_size / 2, room);
         if (dc->limit < MIN_AUTO) {
             snprintf(err, errlen, "data_cache=auto: only %" PRIu64 " MiB could be used on the "
-                     "filesystem of %s (half of it, above min_free_space): not enough",
+                     "filesystem of %s (half of it, above min_free_space and the staging "
+                     "reserve): not enough",
                      dc->limit >> 20, dc->dir);
             goto fail;
         }

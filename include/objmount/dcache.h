@@ -34,8 +34,10 @@ struct om_dcache_config {
     const char *cache_dir; /* data lives in cache_dir/data */
     const char *endpoint, *bucket;
     uint64_t size;   /* bytes, when not auto */
-    bool auto_size;  /* half the filesystem, within its free space */
-    uint64_t min_free_space;
+    /* half the filesystem, within its free space above min_free_space and a
+     * staging reserve (an eighth of the filesystem, at most 4 GiB) */
+    bool auto_size;
+    uint64_t min_free_space; /* never stores below it (with auto: plus the reserve) */
     int threads;     /* block I/O threads (default 4) */
 };
 
@@ -91,6 +93,11 @@ bool om_dcache_store(struct om_dcache *dc, const struct om_dcache_obj *o, uint64
 /* Bytes fetched from the store for lack of cached blocks. */
 void om_dcache_count_miss(struct om_dcache *dc, uint64_t blocks, uint64_t bytes);
 
+/* Writes before the cache: evict blocks, least valued first, until bytes
+ * are freed or nothing this mount knows of is left. Returns the bytes
+ * freed. No lock held by the caller. */
+uint64_t om_dcache_reclaim(struct om_dcache *dc, uint64_t bytes);
+
 /* Remove every block of key (all its versions), or everything when key is
  * NULL. Returns the number of blocks removed or -errno. */
 long om_dcache_drop(struct om_dcache *dc, const char *key);
@@ -104,6 +111,7 @@ struct om_dcache_stats {
     uint64_t inserts, insert_bytes;
     uint64_t rejected; /* not admitted: what it would displace is read more */
     uint64_t evictions;
+    uint64_t reclaimed_bytes; /* given back to writes (om_dcache_reclaim) */
     uint64_t corrupt; /* bad blocks dropped */
     uint64_t in_flight; /* block reads and writes queued or running */
     bool storing;       /* false once a disk failure turned storing off */
