@@ -193,12 +193,17 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             " in flight), whole-upload retries %" PRIu64 ", parts %" PRIu64 " (%" PRIu64
             " retried), %.1f MiB uploaded\n"
             "verified: by MD5 %" PRIu64 ", by multipart ETag %" PRIu64 ", by size only %" PRIu64
-            ", read back %" PRIu64 "; %.1f MiB hashed, multipart ETags %s; recovery files %d\n",
+            ", read back %" PRIu64 "; %.1f MiB hashed, multipart ETags %s; recovery files %d\n"
+            "unchanged parts copied on the server %" PRIu64 " (%.1f MiB)%s; flushes left to a "
+            "later close %" PRIu64 "; space given back by the data cache %" PRIu64 " times\n",
             n->wr.open_writers, n->wr.commits, n->wr.commit_failures, n->wr.commits_in_flight,
             n->wr.upload_retries, n->wr.part_uploads, n->wr.part_retries,
             (double)n->wr.bytes_uploaded / 1048576.0, n->wr.verified_md5, n->wr.verified_multipart,
             n->wr.verified_size_only, n->wr.verified_read, (double)n->wr.hashed_bytes / 1048576.0,
-            om_etag_form_name(n->wr.etag_form), n->recovery);
+            om_etag_form_name(n->wr.etag_form), n->recovery, n->wr.part_copies,
+            (double)n->wr.bytes_copied / 1048576.0,
+            n->wr.part_copy_unsupported ? " (the server does not copy parts)" : "",
+            n->wr.flushes_deferred, n->wr.space_reclaims);
     return rc;
 }
 
@@ -246,6 +251,10 @@ static int prom_data_cache(struct om_buf *b, const struct om_dcache_stats *d)
                           d->rejected);
     if (!rc)
         rc = PROM_COUNTER(b, "data_cache_evictions_total", "Blocks evicted.", d->evictions);
+    if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_reclaimed_bytes_total",
+                          "Bytes the data cache gave back to writes short of room.",
+                          d->reclaimed_bytes);
     if (!rc)
         rc = PROM_COUNTER(b, "data_cache_corrupt_total", "Bad blocks found and dropped.",
                           d->corrupt);
@@ -364,6 +373,14 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
                           "Bytes run through MD5 by the write path (one pass per byte uploaded "
                           "when the server's multipart ETags are MD5s of the part MD5s).",
                           n->wr.hashed_bytes);
+    if (!rc)
+        rc = PROM_COUNTER(b, "copied_bytes_total",
+                          "Bytes of unchanged parts copied on the server instead of uploaded.",
+                          n->wr.bytes_copied);
+    if (!rc)
+        rc = PROM_COUNTER(b, "flushes_deferred_total",
+                          "Flushes that left the commit to a later close, fsync or release.",
+                          n->wr.flushes_deferred);
     if (!rc)
         rc = PROM_GAUGE(b, "recovery_files", "Files waiting in the recovery directory.",
                         n->recovery);
@@ -500,6 +517,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "insert_bytes", n->dc.insert_bytes);
         om_json_u64(&j, "rejected", n->dc.rejected);
         om_json_u64(&j, "evictions", n->dc.evictions);
+        om_json_u64(&j, "reclaimed_bytes", n->dc.reclaimed_bytes);
         om_json_u64(&j, "corrupt", n->dc.corrupt);
         om_json_u64(&j, "in_flight", n->dc.in_flight);
         om_json_bool(&j, "storing", n->dc.storing);
@@ -529,6 +547,11 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "verified_read", n->wr.verified_read);
         om_json_u64(&j, "hashed_bytes", n->wr.hashed_bytes);
         om_json_str(&j, "multipart_etag_form", om_etag_form_name(n->wr.etag_form));
+        om_json_u64(&j, "part_copies", n->wr.part_copies);
+        om_json_u64(&j, "copied_bytes", n->wr.bytes_copied);
+        om_json_bool(&j, "part_copy_unsupported", n->wr.part_copy_unsupported);
+        om_json_u64(&j, "flushes_deferred", n->wr.flushes_deferred);
+        om_json_u64(&j, "space_reclaims", n->wr.space_reclaims);
         om_json_u64(&j, "recovered", n->wr.recovered);
         om_json_end(&j, '}');
     }
