@@ -242,6 +242,129 @@ def main():
         fact("object after a PUT cut off at 500 of 100000 bytes",
              "len=%d first=%r etag=%s" % (len(data), data[:1], o["ETag"]))
 
+        probe_upload_part_copy(srv, s3, raw)
+
+
+def probe_upload_part_copy(srv, s3, raw):
+    """UploadPartCopy: S3's API reference, measured with boto3 and raw requests."""
+    from botocore.exceptions import ClientError
+
+    mib = 1024 * 1024
+    src = os.urandom(12 * mib)
+    s3.put_object(Bucket="probe", Key="pc/src a+b", Body=src)
+    src_etag = s3.head_object(Bucket="probe", Key="pc/src a+b")["ETag"]
+    copy_source = {"Bucket": "probe", "Key": "pc/src a+b"}
+
+    def new_upload(key="pc/dst"):
+        return s3.create_multipart_upload(Bucket="probe", Key=key)["UploadId"]
+
+    def copy(**kw):
+        args = dict(Bucket="probe", Key="pc/dst", PartNumber=1, CopySource=copy_source)
+        args.update(kw)
+        if "UploadId" not in args:
+            args["UploadId"] = new_upload(args["Key"])
+        try:
+            r = s3.upload_part_copy(**args)
+            return "200 ETag=%s" % r["CopyPartResult"]["ETag"]
+        except ClientError as e:
+            return "%d %s: %s" % (e.response["ResponseMetadata"]["HTTPStatusCode"],
+                                  e.response["Error"]["Code"], e.response["Error"].get("Message"))
+
+    # part 1 copied (bytes 0..5 MiB-1), part 2 uploaded, completed
+    uid = new_upload()
+    try:
+        r = s3.upload_part_copy(Bucket="probe", Key="pc/dst", UploadId=uid, PartNumber=1,
+                                CopySource=copy_source, CopySourceRange="bytes=0-%d" % (5 * mib - 1))
+    except ClientError as e:
+        fact("UploadPartCopy bytes=0-5MiB-1 of a 12 MiB object", "ERROR %s" % e)
+        return
+    p1 = r["CopyPartResult"]["ETag"]
+    fact("UploadPartCopy part ETag == md5(copied bytes)",
+         p1 == '"%s"' % hashlib.md5(src[:5 * mib]).hexdigest())
+    new = os.urandom(2 * mib + 7)
+    p2 = s3.upload_part(Bucket="probe", Key="pc/dst", UploadId=uid, PartNumber=2, Body=new)["ETag"]
+    listed = s3.list_parts(Bucket="probe", Key="pc/dst", UploadId=uid)["Parts"]
+    fact("ListParts: copied part's size, ETag",
+         "%d %s" % (listed[0]["Size"], listed[0]["ETag"] == p1))
+    c = s3.complete_multipart_upload(Bucket="probe", Key="pc/dst", UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": p1}, {"PartNumber": 2, "ETag": p2}]})
+    got = s3.get_object(Bucket="probe", Key="pc/dst")["Body"].read()
+    want = src[:5 * mib] + new
+    fact("copied part + uploaded part, completed: bytes right", got == want)
+    fact("  its ETag", "whole-object md5" if c["ETag"] == '"%s"' % hashlib.md5(want).hexdigest()
+         else c["ETag"])
+    fact("UploadPartCopy without range (whole 12 MiB source)", copy().replace(
+        src_etag, "md5(source)"))
+
+    # the raw answer, signed with the empty payload's hash
+    uid = new_upload()
+    st, h, b = raw.req("PUT", "/probe/pc/dst?partNumber=1&uploadId=" + uid,
+                       headers={"x-amz-copy-source": "/probe/pc/src%20a%2Bb?versionId=null",
+                                "x-amz-copy-source-range": "bytes=10-19"})
+    body = b.decode().split("?>", 1)[-1].strip().replace(hashlib.md5(src[10:20]).hexdigest(),
+                                                           "md5(bytes 10-19)")
+    fact("raw UploadPartCopy (leading /, %-encoded, ?versionId)", "%d %s" % (st, h.get("content-type")))
+    fact("  body", body)
+    fact("  ETag header on the answer", h.get("etag"))
+    st, _, b = raw.req("PUT", "/probe/pc/dst?partNumber=1&uploadId=" + uid,
+                       headers={"x-amz-copy-source": "probe/pc/src%20a%2Bb",
+                                "x-amz-copy-source-if-match": '"0000"'})
+    cond = b.decode().split("<Condition>", 1)[-1].split("</Condition>", 1)[0] \
+        if b"<Condition>" in b else ""
+    fact("raw UploadPartCopy, if-match wrong: status, Condition", "%d %s" % (st, cond))
+    st, _, b = raw.req("PUT", "/probe/pc/dst?partNumber=1&uploadId=" + uid, body=b"hello",
+                       headers={"x-amz-copy-source": "probe/pc/src%20a%2Bb",
+                                "x-amz-copy-source-range": "bytes=0-9"})
+    fact("UploadPartCopy with a 5-byte body (right hash)", "%d %s" % (st, code_of(b)))
+    st, _, b = raw.req("PUT", "/probe/pc/dst?partNumber=1&uploadId=" + uid, secret="WRONG",
+                       headers={"x-amz-copy-source": "probe/pc/src%20a%2Bb"})
+    fact("UploadPartCopy signed with a wrong secret", "%d %s" % (st, code_of(b)))
+    st, _, b = raw.req("PUT", "/probe/pc/dst?partNumber=1&uploadId=" + uid,
+                       payload_hash=hashlib.sha256(b"x").hexdigest(),
+                       headers={"x-amz-copy-source": "probe/pc/src%20a%2Bb"})
+    fact("UploadPartCopy, no body, payload hash of 'x'", "%d %s" % (st, code_of(b)))
+
+    # conditions (RFC 7232 order; every failure 412)
+    past, future = "Mon, 01 Jan 2001 00:00:00 GMT", "Fri, 01 Jan 2100 00:00:00 GMT"
+    for name, kw in (
+            ("if-match wrong ETag", {"CopySourceIfMatch": '"0000"'}),
+            ("if-match right ETag", {"CopySourceIfMatch": src_etag}),
+            ("if-none-match right ETag", {"CopySourceIfNoneMatch": src_etag}),
+            ("if-none-match other ETag", {"CopySourceIfNoneMatch": '"0000"'}),
+            ("if-unmodified-since 2001", {"CopySourceIfUnmodifiedSince": past}),
+            ("if-modified-since 2100", {"CopySourceIfModifiedSince": future}),
+            ("if-modified-since 2001", {"CopySourceIfModifiedSince": past}),
+            ("if-match right + if-unmodified-since 2001",
+             {"CopySourceIfMatch": src_etag, "CopySourceIfUnmodifiedSince": past}),
+            ("if-none-match other + if-modified-since 2100",
+             {"CopySourceIfNoneMatch": '"0000"', "CopySourceIfModifiedSince": future})):
+        fact("UploadPartCopy x-amz-copy-source-" + name,
+             copy(**kw).replace(src_etag, "md5(source)").split(":")[0])
+
+    # ranges
+    size = len(src)
+    for rng in ("bytes=0-0", "bytes=%d-%d" % (size - 1, size - 1), "bytes=0-%d" % size,
+                "bytes=%d-%d" % (size, size + 10), "bytes=5-", "bytes=-5", "bytes=9-3",
+                "bytes=0-1,4-5", "0-9"):
+        fact("UploadPartCopy range %s (of %d bytes)" % (rng, size), copy(CopySourceRange=rng))
+
+    # what does not exist
+    fact("UploadPartCopy missing source key", copy(CopySource={"Bucket": "probe", "Key": "pc/none"}))
+    fact("UploadPartCopy missing source bucket", copy(CopySource={"Bucket": "nosuchbucket", "Key": "k"}))
+    fact("UploadPartCopy unknown uploadId", copy(UploadId="0123abcd"))
+    fact("UploadPartCopy uploadId of another key", copy(UploadId=new_upload("pc/other")))
+    fact("UploadPartCopy partNumber 10001", copy(PartNumber=10001))
+
+    # a whole source over 5 GiB (a sparse file put in place of a stored object)
+    s3.put_object(Bucket="probe", Key="pc/huge", Body=b"x")
+    with open(os.path.join(srv.data_dir, "probe", "pc", "huge._S3rver_object"), "r+b") as f:
+        f.truncate(5 * 1024 * mib + 1)
+    fact("UploadPartCopy whole source of 5 GiB + 1",
+         copy(CopySource={"Bucket": "probe", "Key": "pc/huge"}))
+    fact("UploadPartCopy 1 byte of a 5 GiB + 1 source",
+         copy(CopySource={"Bucket": "probe", "Key": "pc/huge"},
+              CopySourceRange="bytes=%d-%d" % (5 * 1024 * mib, 5 * 1024 * mib)))
+
 
 if __name__ == "__main__":
     main()
