@@ -340,6 +340,27 @@ static void reply_view(fuse_req_t req, const struct om_read_view *v)
         free(bv);
 }
 
+/* The handle's reader, made by its first read. The kernel sends several
+ * reads of one handle at once (readahead, ASYNC_READ): the first reader
+ * installed wins and the others are closed, where two reads used to
+ * install one each and the loser was never closed (an idle mount kept
+ * "open readers" and their buffers). NULL on ENOMEM. */
+static struct om_reader *handle_reader(struct om_fs *fs, struct fh *h)
+{
+    struct om_reader *r = __atomic_load_n(&h->reader, __ATOMIC_ACQUIRE);
+    if (r)
+        return r;
+    struct om_reader *mine = om_reader_open(fs->readers, h->key, h->size, h->etag);
+    if (!mine)
+        return NULL;
+    struct om_reader *none = NULL;
+    if (__atomic_compare_exchange_n(&h->reader, &none, mine, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return mine;
+    om_reader_close(mine);
+    return none; /* the one another read installed */
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -360,14 +381,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (n != -EAGAIN)
             return reply_error(req, (int)n);
     }
-    if (!h->reader)
-        h->reader = om_reader_open(fs->readers, h->key, h->size, h->etag);
-    if (!h->reader)
-        return (void)fuse_reply_err(req, ENOMEM);
     /* Once the reply is out the kernel may release the file at once: h can be
      * freed under us. The reader survives until its view is done (close
      * waits for views), so only r is used after replying. */
-    struct om_reader *r = h->reader;
+    struct om_reader *r = handle_reader(fs, h);
+    if (!r)
+        return (void)fuse_reply_err(req, ENOMEM);
     struct om_read_view v;
     ssize_t n = om_reader_view(r, size, (uint64_t)off, &v);
     if (n == -ESTALE) {
