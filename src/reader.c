@@ -1,24 +1,40 @@
-/* The read path: segments of objects in pooled buffers, sequential
- * prefetch, random reads, a byte budget.
+/* The read path: segments of objects in pooled buffers, shared by every
+ * handle of the same object version, sequential prefetch, random reads, a
+ * byte budget.
  *
- * A reader keeps a sorted list of non-overlapping segments, each one ranged
- * GET into its own mmap'd buffer (so freed memory really leaves the
- * process). Segment state, reader lists and the pool's LRU are guarded by
- * rs->lock; GET completions arrive on the engine thread and take it too.
- * A segment is evictable when it is ready and nobody has it pinned.
- * Buffers of segments that are done go to a small list of spares (at most
- * SPARE_MAX bytes, within the memory limit) that the next segment of the
- * same size takes over: a streaming reader then faults no pages in and
- * unmaps none (a quarter of the read path's CPU before). The spares are
- * unmapped when no reader is open any more, or when the limit needs room.
- * (Huge pages were tried for new buffers: compaction made a 4-stream read
- * 3.5 times as costly.)
+ * An object version (key, ETag, size) read through the mount is one struct
+ * robj, found by every handle that opens it: its sorted list of
+ * non-overlapping segments, each one ranged GET into its own mmap'd buffer
+ * (so freed memory really leaves the process), is fetched once for all of
+ * them. Four DataLoader workers reading their quarters of one shard, or
+ * ranks loading one checkpoint, share what any of them fetched, where each
+ * handle used to fetch its own (1.76 times the object for four readers,
+ * and each handle's prefetch window ran on into the next reader's range).
+ * Each handle (struct om_reader) keeps only its own sequential state: the
+ * read plan (read_plan.c) is made from it, and executed on the object.
+ *
+ * Segment state, object lists and the pool's LRU are guarded by rs->lock;
+ * GET completions arrive on the engine thread and take it too. A segment
+ * is evictable when it is ready and nobody has it pinned. Buffers of
+ * segments that are done go to a small list of spares (at most SPARE_MAX
+ * bytes, within the memory limit) that the next segment of the same size
+ * takes over: a streaming reader then faults no pages in and unmaps none
+ * (a quarter of the read path's CPU before). The spares are unmapped when
+ * no reader is open any more, or when the limit needs room. (Huge pages
+ * were tried for new buffers: compaction made a 4-stream read 3.5 times as
+ * costly.)
+ *
+ * An object nobody has open is kept only while it waits for an open: the
+ * whole small object a lookup fetched (the "stash", newest first, at most
+ * MAX_STASHED); its buffers are evictable like any other. The last close
+ * of any other object frees it.
  *
  * A read (om_reader_view) decides nothing itself: under the lock it counts
  * the read, asks om_read_plan_make (read_plan.c, pure) what to fetch from
- * the reader's numbers, executes that plan (plan_execute: cancel prefetch,
- * cover() the demand and prefetch ranges, move the frontier, maybe start a
- * background fill), then pins what covers the request and waits for it. */
+ * the handle's numbers, executes that plan (plan_execute: cancel its own
+ * prefetch, cover() the demand and prefetch ranges on the object, move the
+ * frontier, maybe start a background fill), then pins what covers the
+ * request and waits for it. */
 #include "objmount/reader.h"
 
 #include <errno.h>
@@ -32,6 +48,7 @@
 #include <sys/uio.h>
 
 #include "objmount/dcache.h"
+#include "objmount/hash.h"
 #include "objmount/log.h"
 #include "objmount/read_plan.h"
 #include "objmount/util.h"
@@ -51,21 +68,46 @@
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
 
+struct robj;
+
 struct om_read_seg {
-    struct om_reader *r;
+    struct robj *o;
+    /* the handle whose plan started it, while no other handle's plan has
+     * covered it: only that handle's seeks cancel it */
+    struct om_reader *starter;
     uint64_t off, len;
     char *buf;
     size_t maplen;
     enum seg_state state;
     int error;
     int pins;
-    bool dead; /* no longer in the reader's list; freed when the GET ends */
+    bool dead; /* no longer in the object's list; freed when the GET ends */
     bool in_lru;
     bool prefetch;
     bool from_cache; /* being read from the data cache (no GET to cancel) */
-    struct om_read_seg *next; /* reader list, by offset */
+    struct om_read_seg *next; /* object list, by offset */
     struct om_read_seg *lru_prev, *lru_next;
     struct om_s3_get get;
+};
+
+/* One version of one object, as read through the mount. */
+struct robj {
+    struct om_readers *rs;
+    struct om_hnode node; /* in rs->objs while shared (its ETag is known) */
+    bool in_table;
+    char *key;
+    uint64_t size;
+    char etag[OM_ETAG_MAX];
+    struct om_read_seg *segs;
+    int nsegs;
+    struct om_reader *readers; /* open handles, through om_reader.o_next */
+    int nreaders;
+    int loading; /* GETs and cache loads in flight */
+    int stores;  /* segments the data cache is still copying */
+    bool cacheable; /* the data cache may hold blocks of this version */
+    struct om_dcache_obj dobj;
+    bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
+    struct robj *stash_next; /* newer to older */
 };
 
 struct om_readers {
@@ -82,10 +124,13 @@ struct om_readers {
     struct spare *spares;
     uint64_t spare_bytes;
     struct om_read_seg *lru_head, *lru_tail; /* oldest first */
-    /* Holders of whole small objects that a lookup fetched (newest first):
-     * the next open of the same key and ETag adopts the segment. Their
-     * buffers are evictable like any other. */
-    struct om_reader *stash;
+    /* object versions with a known ETag, by key: what a new handle joins */
+    struct om_htable objs;
+    uint64_t nobjs; /* all objects, in the table or not */
+    /* Whole small objects that a lookup fetched (newest first): the next
+     * open of the same key and ETag takes the object over. Their buffers
+     * are evictable like any other. */
+    struct robj *stash;
     int nstash;
     /* Whether lookups pay off as GETs: over each LOOKUP_WINDOW lookups of
      * small objects, opens of small objects must be at least a quarter of
@@ -101,26 +146,19 @@ struct om_readers {
     struct om_readers_stats st;
 };
 
+/* One open handle's view of an object: its own sequential state. */
 struct om_reader {
     struct om_readers *rs;
-    char *key;
-    uint64_t size;
-    char etag[OM_ETAG_MAX];
-    struct om_read_seg *segs;
-    int nsegs;
+    struct robj *o;
+    struct om_reader *o_next; /* the object's other handles */
     uint64_t pos;    /* end of the last read */
     uint64_t ahead;  /* sequential frontier: data is requested up to here */
     uint64_t window; /* current prefetch window */
     uint64_t streak; /* sequential bytes read since the window last grew */
-    int loading;     /* GETs in flight */
     int views;       /* views not yet done: close waits for them */
-    int stores;      /* segments the data cache is still copying */
-    bool cacheable;  /* the data cache may hold blocks of this version */
     unsigned random_reads;
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
-    struct om_dcache_obj dobj;
     bool closing;
-    struct om_reader *stash_next; /* a holder in rs->stash */
 };
 
 /* ---- pool ---- */
@@ -218,15 +256,19 @@ static void seg_release_memory(struct om_readers *rs, struct om_read_seg *s)
     }
 }
 
-/* Take s out of its reader's list. Frees it unless a GET is still writing
- * into it (then it is freed when the GET ends). */
+static void obj_check(struct om_readers *rs, struct robj *o);
+
+/* Take s out of its object's list. Frees it unless a GET is still writing
+ * into it (then it is freed when the GET ends). A stashed object whose
+ * last segment goes is freed too. Caller holds lock; s->o may be gone
+ * afterwards unless a handle holds it. */
 static void seg_drop(struct om_readers *rs, struct om_read_seg *s)
 {
-    struct om_reader *r = s->r;
-    for (struct om_read_seg **pp = &r->segs; *pp; pp = &(*pp)->next) {
+    struct robj *o = s->o;
+    for (struct om_read_seg **pp = &o->segs; *pp; pp = &(*pp)->next) {
         if (*pp == s) {
             *pp = s->next;
-            r->nsegs--;
+            o->nsegs--;
             break;
         }
     }
@@ -236,6 +278,7 @@ static void seg_drop(struct om_readers *rs, struct om_read_seg *s)
         return;
     seg_release_memory(rs, s);
     free(s);
+    obj_check(rs, o);
 }
 
 static bool evict_one(struct om_readers *rs)
@@ -296,20 +339,20 @@ static void stored(void *ud, int rc);
  * segment stays pinned until they are copied. Caller holds rs->lock. */
 static void offer_to_cache(struct om_readers *rs, struct om_read_seg *s)
 {
-    struct om_reader *r = s->r;
-    if (!r->cacheable || r->closing || s->off % OM_DCACHE_BLOCK)
+    struct robj *o = s->o;
+    if (!o->cacheable || s->off % OM_DCACHE_BLOCK)
         return;
     uint64_t n = s->len / OM_DCACHE_BLOCK;
-    if (s->off + s->len == r->size && s->len % OM_DCACHE_BLOCK)
+    if (s->off + s->len == o->size && s->len % OM_DCACHE_BLOCK)
         n++; /* the object's short last block */
     if (!n)
         return;
     s->pins++;
-    r->stores++;
-    if (!om_dcache_store(rs->cfg.dcache, &r->dobj, s->off / OM_DCACHE_BLOCK, n, s->buf, stored,
+    o->stores++;
+    if (!om_dcache_store(rs->cfg.dcache, &o->dobj, s->off / OM_DCACHE_BLOCK, n, s->buf, stored,
                          s)) {
         s->pins--;
-        r->stores--;
+        o->stores--;
     }
 }
 
@@ -317,20 +360,22 @@ static void stored(void *ud, int rc)
 {
     (void)rc;
     struct om_read_seg *s = ud;
-    struct om_readers *rs = s->r->rs;
+    struct robj *o = s->o;
+    struct om_readers *rs = o->rs;
     pthread_mutex_lock(&rs->lock);
     s->pins--;
-    s->r->stores--;
+    o->stores--;
     lru_push(rs, s);
     pthread_cond_broadcast(&rs->cond);
+    obj_check(rs, o); /* its last handle may have closed meanwhile */
     pthread_mutex_unlock(&rs->lock);
 }
 
 /* A segment's bytes arrived (or failed). Caller holds rs->lock. */
 static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
 {
-    struct om_reader *r = s->r;
-    r->loading--;
+    struct robj *o = s->o;
+    o->loading--;
     if (ok) {
         s->state = SEG_READY;
         if (!s->from_cache && !s->dead)
@@ -343,13 +388,14 @@ static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
         lru_push(rs, s);
     }
     pthread_cond_broadcast(&rs->cond);
+    obj_check(rs, o); /* its last handle may have closed meanwhile */
 }
 
 static void on_get_done(struct om_s3_get *g)
 {
     struct om_read_seg *s = g->ud;
-    struct om_reader *r = s->r;
-    struct om_readers *rs = r->rs;
+    struct robj *o = s->o;
+    struct om_readers *rs = o->rs;
     pthread_mutex_lock(&rs->lock);
     bool ok = false;
     if (g->error) {
@@ -359,7 +405,7 @@ static void on_get_done(struct om_s3_get *g)
             rs->st.get_errors++; /* logged once by the caller (or the S3 layer) */
         } else if (g->error != -ECANCELED) {
             rs->st.get_errors++;
-            om_warn("read %s [%" PRIu64 ", +%" PRIu64 "): %s (HTTP %ld %s)%s%s", r->key, s->off,
+            om_warn("read %s [%" PRIu64 ", +%" PRIu64 "): %s (HTTP %ld %s)%s%s", o->key, s->off,
                     s->len, strerror(-g->error), g->err.status, g->err.code,
                     g->err.message[0] ? ": " : "", g->err.message);
         }
@@ -370,7 +416,7 @@ static void on_get_done(struct om_s3_get *g)
         rs->st.get_errors++;
         om_warn("read %s: got %" PRIu64 " of %" PRIu64 " bytes at %" PRIu64
                 ": the object changed size",
-                r->key, g->got, s->len, s->off);
+                o->key, g->got, s->len, s->off);
     } else {
         ok = true;
     }
@@ -385,7 +431,7 @@ static void submit_get(struct om_readers *rs, struct om_read_seg *s);
 static void on_cache_loaded(void *ud, int rc)
 {
     struct om_read_seg *s = ud;
-    struct om_readers *rs = s->r->rs;
+    struct om_readers *rs = s->o->rs;
     pthread_mutex_lock(&rs->lock);
     if (rc == 0 || s->dead) {
         if (rc == 0)
@@ -393,16 +439,16 @@ static void on_cache_loaded(void *ud, int rc)
         seg_loaded(rs, s, rc == 0);
     } else {
         s->from_cache = false;
-        s->r->loading--;
+        s->o->loading--;
         submit_get(rs, s);
     }
     pthread_mutex_unlock(&rs->lock);
 }
 
 /* The segment covering off, or NULL. */
-static struct om_read_seg *seg_at(struct om_reader *r, uint64_t off)
+static struct om_read_seg *seg_at(struct robj *o, uint64_t off)
 {
-    for (struct om_read_seg *s = r->segs; s && s->off <= off; s = s->next) {
+    for (struct om_read_seg *s = o->segs; s && s->off <= off; s = s->next) {
         if (off < s->off + s->len)
             return s;
     }
@@ -410,22 +456,23 @@ static struct om_read_seg *seg_at(struct om_reader *r, uint64_t off)
 }
 
 /* Start of the first segment at or after off, or the object size. */
-static uint64_t next_start(struct om_reader *r, uint64_t off)
+static uint64_t next_start(struct robj *o, uint64_t off)
 {
-    for (struct om_read_seg *s = r->segs; s; s = s->next) {
+    for (struct om_read_seg *s = o->segs; s; s = s->next) {
         if (s->off >= off)
             return s->off;
     }
-    return r->size;
+    return o->size;
 }
 
-/* Create and start a segment [off, off+len) in a gap of the reader's list,
- * read from the data cache when cached says its blocks are there. Caller
- * holds the lock. NULL when there is no memory. */
+/* Create and start a segment [off, off+len) in a gap of the object's list
+ * for handle r, read from the data cache when cached says its blocks are
+ * there. Caller holds the lock. NULL when there is no memory. */
 static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand,
                                      bool cached)
 {
     struct om_readers *rs = r->rs;
+    struct robj *o = r->o;
     size_t maplen = (size_t)((len + 4095) & ~(uint64_t)4095);
     struct om_read_seg *s = calloc(1, sizeof(*s));
     if (!s)
@@ -436,9 +483,9 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         return NULL;
     }
     /* pool_alloc may have waited while other reads changed the list */
-    struct om_read_seg *there = seg_at(r, off);
-    if (!there && next_start(r, off) < off + len)
-        there = seg_at(r, next_start(r, off));
+    struct om_read_seg *there = seg_at(o, off);
+    if (!there && next_start(o, off) < off + len)
+        there = seg_at(o, next_start(o, off));
     if (there) {
         /* the gap was (partly) filled meanwhile: give the memory back; a
          * read that still misses bytes covers them again */
@@ -446,10 +493,11 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         free(s);
         return there;
     }
-    struct om_read_seg **pp = &r->segs;
+    struct om_read_seg **pp = &o->segs;
     while (*pp && (*pp)->off < off)
         pp = &(*pp)->next;
-    s->r = r;
+    s->o = o;
+    s->starter = r;
     s->off = off;
     s->len = len;
     s->maplen = maplen;
@@ -457,15 +505,15 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
     s->prefetch = !demand;
     s->next = *pp;
     *pp = s;
-    r->nsegs++;
-    if (cached && om_dcache_load(rs->cfg.dcache, &r->dobj, off / OM_DCACHE_BLOCK,
+    o->nsegs++;
+    if (cached && om_dcache_load(rs->cfg.dcache, &o->dobj, off / OM_DCACHE_BLOCK,
                                  (len + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK, s->buf,
                                  on_cache_loaded, s) == 0) {
         s->from_cache = true;
-        r->loading++;
+        o->loading++;
         return s;
     }
-    if (r->cacheable && off % OM_DCACHE_BLOCK == 0)
+    if (o->cacheable && off % OM_DCACHE_BLOCK == 0)
         om_dcache_count_miss(rs->cfg.dcache, (len + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK, len);
     submit_get(rs, s);
     return s;
@@ -474,50 +522,55 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
 /* Start the ranged GET of a segment. Caller holds the lock. */
 static void submit_get(struct om_readers *rs, struct om_read_seg *s)
 {
-    struct om_reader *r = s->r;
+    struct robj *o = s->o;
     s->get = (struct om_s3_get){
-        .key = r->key,
+        .key = o->key,
         .off = s->off,
         .len = s->len,
-        .if_match = r->etag[0] ? r->etag : NULL,
+        .if_match = o->etag[0] ? o->etag : NULL,
         .size_known = true,
-        .size = r->size,
+        .size = o->size,
         .buf = s->buf,
         .done = on_get_done,
         .ud = s,
     };
-    r->loading++;
+    o->loading++;
     rs->st.gets++;
     rs->st.get_bytes += s->len;
     if (s->prefetch)
         rs->st.prefetch_gets++;
     int rc = om_s3_get_submit(rs->s3, &s->get);
     if (rc) {
-        r->loading--;
+        o->loading--;
         s->state = SEG_ERROR;
         s->error = rc;
     }
 }
 
-/* Cover [off, end) with segments of at most chunk bytes, aligned to align.
+/* Cover [off, end) of r's object with segments of at most chunk bytes,
+ * aligned to align. A segment another handle started and r's plan wants
+ * too becomes shared: no single handle's seek cancels it any more.
  * Returns false when memory ran out (prefetch only). */
 static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chunk, uint64_t align,
                   bool demand)
 {
+    struct robj *o = r->o;
     uint64_t at = off;
     while (at < end) {
-        struct om_read_seg *s = seg_at(r, at);
+        struct om_read_seg *s = seg_at(o, at);
         if (s) {
+            if (s->starter != r)
+                s->starter = NULL;
             at = s->off + s->len;
             continue;
         }
-        uint64_t limit = next_start(r, at);
+        uint64_t limit = next_start(o, at);
         uint64_t start = at;
         if (align > 1) {
             /* widen backwards to the alignment when that space is free */
             uint64_t aligned = at - at % align;
             struct om_read_seg *prev = NULL;
-            for (struct om_read_seg *x = r->segs; x && x->off < at; x = x->next)
+            for (struct om_read_seg *x = o->segs; x && x->off < at; x = x->next)
                 prev = x;
             uint64_t floor = prev ? prev->off + prev->len : 0;
             start = aligned > floor ? aligned : floor;
@@ -525,18 +578,18 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
         uint64_t stop = start + chunk;
         if (align > 1 && stop % align)
             stop += align - stop % align;
-        stop = OM_MIN(stop, OM_MIN(limit, r->size));
+        stop = OM_MIN(stop, OM_MIN(limit, o->size));
         if (stop <= start)
             return true;
         bool cached = false;
-        if (r->cacheable && start % OM_DCACHE_BLOCK == 0) {
+        if (o->cacheable && start % OM_DCACHE_BLOCK == 0) {
             /* one segment is all cached blocks or all fetched ones */
             uint64_t first = start / OM_DCACHE_BLOCK;
             uint64_t nb = (stop - start + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK;
-            uint64_t run = om_dcache_run(r->rs->cfg.dcache, &r->dobj, first, nb, &cached);
+            uint64_t run = om_dcache_run(r->rs->cfg.dcache, &o->dobj, first, nb, &cached);
             if (run && run < nb)
                 stop = (first + run) * OM_DCACHE_BLOCK;
-            if (cached && stop % OM_DCACHE_BLOCK && stop != r->size) {
+            if (cached && stop % OM_DCACHE_BLOCK && stop != o->size) {
                 /* a cached segment is whole blocks: the rest of the last
                  * one goes in the next segment */
                 uint64_t whole = stop - stop % OM_DCACHE_BLOCK;
@@ -653,25 +706,26 @@ static void *fill_main(void *arg)
  * MAX_FILLS run. Caller holds rs->lock. */
 static void maybe_fill(struct om_readers *rs, struct om_reader *r)
 {
-    if (!r->cacheable || r->closing || rs->stopping || rs->nfills >= MAX_FILLS ||
-        r->size <= rs->cfg.small_file_size || r->size > rs->fill_max)
+    struct robj *o = r->o;
+    if (!o->cacheable || r->closing || rs->stopping || rs->nfills >= MAX_FILLS ||
+        o->size <= rs->cfg.small_file_size || o->size > rs->fill_max)
         return;
     for (int i = 0; i < rs->nfills; i++) {
-        if (strcmp(rs->fills[i]->key, r->key) == 0 && strcmp(rs->fills[i]->etag, r->etag) == 0)
+        if (strcmp(rs->fills[i]->key, o->key) == 0 && strcmp(rs->fills[i]->etag, o->etag) == 0)
             return;
     }
     bool cached = false;
-    uint64_t nb = om_dcache_blocks(&r->dobj);
-    if (om_dcache_peek(rs->cfg.dcache, &r->dobj, 0, nb, &cached) == nb && cached)
+    uint64_t nb = om_dcache_blocks(&o->dobj);
+    if (om_dcache_peek(rs->cfg.dcache, &o->dobj, 0, nb, &cached) == nb && cached)
         return; /* all there */
     struct fill *f = calloc(1, sizeof(*f));
-    if (!f || !(f->key = strdup(r->key))) {
+    if (!f || !(f->key = strdup(o->key))) {
         free(f);
         return;
     }
     f->rs = rs;
-    om_strlcpy(f->etag, r->etag, sizeof(f->etag));
-    f->o = r->dobj;
+    om_strlcpy(f->etag, o->etag, sizeof(f->etag));
+    f->o = o->dobj;
     pthread_mutex_init(&f->lock, NULL);
     pthread_t t;
     pthread_attr_t attr;
@@ -689,6 +743,122 @@ static void maybe_fill(struct om_readers *rs, struct om_reader *r)
     pthread_attr_destroy(&attr);
 }
 
+/* ---- objects ---- */
+
+static uint64_t key_hash(const char *key)
+{
+    return om_hash_bytes(key, strlen(key));
+}
+
+/* The shared object of (key, etag, size), or NULL. Caller holds lock. */
+static struct robj *obj_find(struct om_readers *rs, const char *key, const char *etag,
+                             uint64_t size)
+{
+    uint64_t h = key_hash(key);
+    for (struct om_hnode *n = om_htable_first(&rs->objs, h); n; n = om_htable_next(n, h)) {
+        struct robj *o = om_container_of(n, struct robj, node);
+        if (o->size == size && strcmp(o->etag, etag) == 0 && strcmp(o->key, key) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* A new object, in the table when its ETag is known (an object without one
+ * is read by its handle alone). NULL on ENOMEM. Caller holds lock. */
+static struct robj *obj_new(struct om_readers *rs, const char *key, const char *etag,
+                            uint64_t size)
+{
+    struct robj *o = calloc(1, sizeof(*o));
+    if (!o || !(o->key = strdup(key))) {
+        free(o);
+        return NULL;
+    }
+    o->rs = rs;
+    o->size = size;
+    om_strlcpy(o->etag, etag ? etag : "", sizeof(o->etag));
+    o->cacheable =
+        rs->cfg.dcache && om_dcache_obj_init(rs->cfg.dcache, key, o->etag, size, &o->dobj);
+    if (o->etag[0]) {
+        om_htable_insert(&rs->objs, &o->node, key_hash(key));
+        o->in_table = true;
+    }
+    rs->nobjs++;
+    return o;
+}
+
+static void stash_unlink(struct om_readers *rs, struct robj *o)
+{
+    for (struct robj **pp = &rs->stash; *pp; pp = &(*pp)->stash_next) {
+        if (*pp == o) {
+            *pp = o->stash_next;
+            rs->nstash--;
+            break;
+        }
+    }
+    o->stashed = false;
+    o->stash_next = NULL;
+}
+
+/* Free o: nobody has it open, nothing loads into it or stores from it.
+ * Caller holds lock. */
+static void obj_free(struct om_readers *rs, struct robj *o)
+{
+    if (o->stashed)
+        stash_unlink(rs, o);
+    if (o->in_table)
+        om_htable_remove(&rs->objs, &o->node);
+    o->in_table = false;
+    o->nreaders = -1; /* seg_drop's obj_check must not free it again */
+    while (o->segs)
+        seg_drop(rs, o->segs);
+    free(o->key);
+    free(o);
+    rs->nobjs--;
+    pthread_cond_broadcast(&rs->cond);
+}
+
+/* Free o when nothing needs it any more: no handle has it open, no GET or
+ * store runs, and it is either not stashed or its stashed bytes were
+ * evicted. Caller holds lock. */
+static void obj_check(struct om_readers *rs, struct robj *o)
+{
+    if (o->nreaders != 0 || o->loading > 0 || o->stores > 0)
+        return;
+    if (o->stashed && o->nsegs > 0)
+        return;
+    obj_free(rs, o);
+}
+
+/* Free the oldest stashed object; false when the stash is empty. Caller
+ * holds lock. */
+static bool stash_drop_oldest(struct om_readers *rs)
+{
+    if (!rs->stash)
+        return false;
+    struct robj *oldest = rs->stash;
+    while (oldest->stash_next)
+        oldest = oldest->stash_next;
+    stash_unlink(rs, oldest);
+    obj_check(rs, oldest);
+    return true;
+}
+
+/* Stashed objects of key other than (etag, size) go: another version of
+ * key was seen. Caller holds lock. */
+static void stash_drop_other_versions(struct om_readers *rs, const char *key, const char *etag,
+                                      uint64_t size)
+{
+    struct robj *o = rs->stash;
+    while (o) {
+        struct robj *next = o->stash_next;
+        if (strcmp(o->key, key) == 0 && (o->size != size || strcmp(o->etag, etag) != 0)) {
+            stash_unlink(rs, o);
+            obj_check(rs, o);
+        }
+        o = next;
+    }
+}
+
 /* ---- readers ---- */
 
 struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg)
@@ -696,6 +866,10 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     struct om_readers *rs = calloc(1, sizeof(*rs));
     if (!rs)
         return NULL;
+    if (om_htable_init(&rs->objs, 64)) {
+        free(rs);
+        return NULL;
+    }
     rs->s3 = s3;
     rs->cfg = *cfg;
     if (rs->cfg.prefetch_max < rs->cfg.prefetch_initial)
@@ -721,59 +895,6 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     return rs;
 }
 
-/* Free a stash holder, with its segment if still there. Caller holds lock
- * and has unlinked h. */
-static void holder_free(struct om_readers *rs, struct om_reader *h)
-{
-    while (h->segs)
-        seg_drop(rs, h->segs);
-    rs->nstash--;
-    free(h->key);
-    free(h);
-}
-
-/* Free the oldest stash holder; false when the stash is empty. Caller
- * holds lock. */
-static bool stash_drop_oldest(struct om_readers *rs)
-{
-    if (!rs->stash)
-        return false;
-    struct om_reader **pp = &rs->stash;
-    while ((*pp)->stash_next)
-        pp = &(*pp)->stash_next;
-    struct om_reader *oldest = *pp;
-    *pp = NULL;
-    holder_free(rs, oldest);
-    return true;
-}
-
-/* The stashed segments of (key, etag, size), unlinked from the stash, or
- * NULL. Holders whose buffer was evicted, and other versions of key, are
- * freed on the way. Caller holds lock. */
-static struct om_read_seg *stash_take(struct om_readers *rs, const char *key, const char *etag,
-                                      uint64_t size, int *nsegs)
-{
-    struct om_read_seg *got = NULL;
-    struct om_reader **pp = &rs->stash;
-    while (*pp) {
-        struct om_reader *h = *pp;
-        bool same_key = key && strcmp(h->key, key) == 0;
-        if (h->segs && !same_key) {
-            pp = &h->stash_next;
-            continue;
-        }
-        *pp = h->stash_next;
-        if (h->segs && !got && etag && etag[0] && strcmp(h->etag, etag) == 0 && h->size == size) {
-            got = h->segs;
-            *nsegs = h->nsegs;
-            h->segs = NULL;
-            h->nsegs = 0;
-        }
-        holder_free(rs, h);
-    }
-    return got;
-}
-
 /* Does the data cache hold all of (key, etag, size)? */
 static bool cached_whole(struct om_readers *rs, const char *key, const char *etag, uint64_t size)
 {
@@ -784,6 +905,35 @@ static bool cached_whole(struct om_readers *rs, const char *key, const char *eta
         return false;
     uint64_t n = om_dcache_blocks(&o);
     return om_dcache_run(rs->cfg.dcache, &o, 0, n, &cached) == n && cached;
+}
+
+/* Keep what a lookup fetched of (key, obj) for the open that follows:
+ * takes buf (maplen bytes mapped, n of them the object) unless the version
+ * is already read through the mount. Caller holds lock; false when buf is
+ * still the caller's. */
+static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3_object *obj,
+                      char *buf, size_t maplen, uint64_t n)
+{
+    stash_drop_other_versions(rs, key, obj->etag, obj->size);
+    if (obj_find(rs, key, obj->etag, obj->size))
+        return false; /* open, or stashed already: it has (or gets) its bytes */
+    struct om_read_seg *s = calloc(1, sizeof(*s));
+    struct robj *o = s ? obj_new(rs, key, obj->etag, obj->size) : NULL;
+    if (!o) {
+        free(s);
+        return false;
+    }
+    *s = (struct om_read_seg){.o = o, .len = n, .buf = buf, .maplen = maplen,
+                              .state = SEG_READY};
+    o->segs = s;
+    o->nsegs = 1;
+    lru_push(rs, s);
+    o->stashed = true;
+    o->stash_next = rs->stash;
+    rs->stash = o;
+    if (++rs->nstash > MAX_STASHED)
+        stash_drop_oldest(rs);
+    return true;
 }
 
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
@@ -805,42 +955,14 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
     if (!buf)
         return om_s3_head(rs->s3, key, obj, err);
     ssize_t n = om_s3_get_range(rs->s3, key, 0, size, NULL, buf, obj, err);
-    struct om_reader *h = NULL;
-    struct om_read_seg *s = NULL;
-    if (n > 0 && (uint64_t)n == obj->size && obj->etag[0]) {
-        h = calloc(1, sizeof(*h));
-        s = calloc(1, sizeof(*s));
-        if (h)
-            h->key = strdup(key);
-    }
     pthread_mutex_lock(&rs->lock);
     rs->st.lookup_gets++;
-    if (h && s && h->key) {
-        int none;
-        stash_take(rs, key, NULL, 0, &none); /* an older copy of key goes */
-        h->rs = rs;
-        h->size = obj->size;
-        om_strlcpy(h->etag, obj->etag, sizeof(h->etag));
-        *s = (struct om_read_seg){.r = h, .len = (uint64_t)n, .buf = buf, .maplen = maplen,
-                                  .state = SEG_READY};
-        h->segs = s;
-        h->nsegs = 1;
-        lru_push(rs, s);
-        h->stash_next = rs->stash;
-        rs->stash = h;
-        if (++rs->nstash > MAX_STASHED)
-            stash_drop_oldest(rs);
+    if (n > 0 && (uint64_t)n == obj->size && obj->etag[0] &&
+        stash_put(rs, key, obj, buf, maplen, (uint64_t)n))
         buf = NULL;
-        h = NULL;
-        s = NULL;
-    }
     if (buf)
         buf_release(rs, buf, maplen);
     pthread_mutex_unlock(&rs->lock);
-    if (h)
-        free(h->key);
-    free(h);
-    free(s);
     /* Emptied since it was listed, or the GET failed (a stat must not fail
      * because reads do): the HEAD answers. */
     if (n == 0 || (n < 0 && n != -ENOENT))
@@ -856,13 +978,13 @@ void om_readers_free(struct om_readers *rs)
     rs->stopping = true; /* fills stop after the GET under way */
     while (rs->nfills > 0)
         pthread_cond_wait(&rs->cond, &rs->lock);
-    while (rs->stash) {
-        struct om_reader *h = rs->stash;
-        rs->stash = h->stash_next;
-        holder_free(rs, h);
-    }
+    while (rs->stash)
+        stash_drop_oldest(rs);
+    while (rs->nobjs > 0) /* closed objects whose cancelled GETs are still ending */
+        pthread_cond_wait(&rs->cond, &rs->lock);
     spares_drop(rs);
     pthread_mutex_unlock(&rs->lock);
+    om_htable_destroy(&rs->objs);
     pthread_cond_destroy(&rs->cond);
     pthread_mutex_destroy(&rs->lock);
     free(rs);
@@ -874,37 +996,47 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     struct om_reader *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    r->key = strdup(key);
-    if (!r->key) {
+    if (!etag)
+        etag = "";
+    r->rs = rs;
+    r->window = rs->cfg.prefetch_initial;
+    pthread_mutex_lock(&rs->lock);
+    if (etag[0])
+        stash_drop_other_versions(rs, key, etag, size);
+    struct robj *o = etag[0] ? obj_find(rs, key, etag, size) : NULL;
+    if (!o)
+        o = obj_new(rs, key, etag, size);
+    if (!o) {
+        pthread_mutex_unlock(&rs->lock);
         free(r);
         return NULL;
     }
-    r->rs = rs;
-    r->size = size;
-    om_strlcpy(r->etag, etag ? etag : "", sizeof(r->etag));
-    r->window = rs->cfg.prefetch_initial;
-    r->cacheable = rs->cfg.dcache && om_dcache_obj_init(rs->cfg.dcache, key, r->etag, size, &r->dobj);
-    pthread_mutex_lock(&rs->lock);
+    if (o->stashed) {
+        /* what the lookup fetched: this open takes it over */
+        stash_unlink(rs, o);
+        for (struct om_read_seg *s = o->segs; s; s = s->next) {
+            rs->st.lookup_get_hits++;
+            offer_to_cache(rs, s); /* worth keeping too */
+        }
+    }
+    r->o = o;
+    r->o_next = o->readers;
+    o->readers = r;
+    o->nreaders++;
     rs->st.open_readers++;
     if (size <= rs->cfg.small_file_size)
         rs->win_opens++;
-    if (rs->stash) {
-        r->segs = stash_take(rs, key, r->etag, size, &r->nsegs);
-        for (struct om_read_seg *s = r->segs; s; s = s->next) {
-            s->r = r;
-            rs->st.lookup_get_hits++;
-            offer_to_cache(rs, s); /* what the lookup fetched is worth keeping too */
-        }
-    }
     pthread_mutex_unlock(&rs->lock);
     return r;
 }
 
-/* Cancel prefetches nobody waits for. */
-static void cancel_loading(struct om_reader *r, uint64_t from)
+/* Cancel the prefetches r started that nobody waits for and no other
+ * handle wants (all == true: every one of the object's). */
+static void cancel_loading(struct om_reader *r, uint64_t from, bool all)
 {
-    for (struct om_read_seg *s = r->segs; s; s = s->next) {
-        if (s->state == SEG_LOADING && !s->from_cache && s->off >= from && s->pins == 0)
+    for (struct om_read_seg *s = r->o->segs; s; s = s->next) {
+        if (s->state == SEG_LOADING && !s->from_cache && s->off >= from && s->pins == 0 &&
+            (all || s->starter == r))
             om_s3_get_cancel(r->rs->s3, &s->get);
     }
 }
@@ -912,44 +1044,75 @@ static void cancel_loading(struct om_reader *r, uint64_t from)
 void om_reader_close(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
+    struct robj *o = r->o;
     pthread_mutex_lock(&rs->lock);
     r->closing = true;
-    cancel_loading(r, 0);
+    cancel_loading(r, 0, o->nreaders == 1);
     /* a reply can end a read before its view is done: the kernel may then
      * release the file while that thread still holds the view */
-    while (r->loading > 0 || r->views > 0 || r->stores > 0)
+    while (r->views > 0)
         pthread_cond_wait(&rs->cond, &rs->lock);
-    while (r->segs)
-        seg_drop(rs, r->segs);
+    for (struct om_reader **pp = &o->readers; *pp; pp = &(*pp)->o_next) {
+        if (*pp == r) {
+            *pp = r->o_next;
+            break;
+        }
+    }
+    for (struct om_read_seg *s = o->segs; s; s = s->next) {
+        if (s->starter == r)
+            s->starter = NULL;
+    }
+    /* the last handle: the object goes once what it started is done (its
+     * GETs were cancelled above; their completions free it) */
+    if (--o->nreaders == 0)
+        obj_check(rs, o);
     if (--rs->st.open_readers == 0)
         spares_drop(rs); /* freed memory leaves the process when reading stops */
     pthread_mutex_unlock(&rs->lock);
-    free(r->key);
     free(r);
 }
 
+/* Will another handle of the object read s soon: one that has not passed
+ * it and whose next window reaches it (two ranks loading one checkpoint a
+ * little apart)? A handle reading another part of the object (a worker's
+ * own quarter) does not keep it. Caller holds lock. */
+static bool wanted_by_other(const struct om_reader *r, const struct om_read_seg *s)
+{
+    uint64_t part = r->rs->cfg.part_size;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && x->pos < s->off + s->len &&
+            x->pos + OM_MAX(x->window, part) + part >= s->off)
+            return true;
+    }
+    return false;
+}
+
 /* Free what a sequential reader has passed, keeping one part behind for
- * reads the kernel issues out of order. */
+ * reads the kernel issues out of order, and what another handle of the
+ * object is about to read. */
 static void drop_behind(struct om_reader *r, uint64_t off)
 {
     uint64_t keep = r->rs->cfg.part_size;
     if (off <= keep)
         return;
-    struct om_read_seg *s = r->segs;
+    struct om_read_seg *s = r->o->segs;
     while (s && s->off + s->len <= off - keep) {
         struct om_read_seg *next = s->next;
-        if (s->pins == 0 && s->state != SEG_LOADING)
+        if (s->pins == 0 && s->state != SEG_LOADING && !wanted_by_other(r, s))
             seg_drop(r->rs, s);
         s = next;
     }
 }
 
-/* Keep the number of cached random segments bounded. */
+/* Keep the number of cached random segments of an object bounded (the
+ * bound grows with its handles, up to four times). */
 static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 {
-    while (r->nsegs > MAX_SEGMENTS_PER_READER) {
+    struct robj *o = r->o;
+    int max = MAX_SEGMENTS_PER_READER * OM_MIN(OM_MAX(o->nreaders, 1), 4);
+    while (o->nsegs > max) {
         struct om_read_seg *victim = NULL;
-        for (struct om_read_seg *s = r->segs; s && !victim; s = s->next) {
+        for (struct om_read_seg *s = o->segs; s && !victim; s = s->next) {
             if (s->pins == 0 && s->state != SEG_LOADING && (s->off + s->len <= off || s->off >= end))
                 victim = s;
         }
@@ -963,8 +1126,8 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 static struct om_read_state read_state(const struct om_reader *r)
 {
     return (struct om_read_state){
-        .size = r->size,
-        .cacheable = r->cacheable,
+        .size = r->o->size,
+        .cacheable = r->o->cacheable,
         .pos = r->pos,
         .ahead = r->ahead,
         .window = r->window,
@@ -979,11 +1142,11 @@ static bool cover_range(struct om_reader *r, const struct om_read_range *g, bool
     return cover(r, g->off, g->end, g->chunk, g->align, demand);
 }
 
-/* End of what the segments cover contiguously from end on. */
-static uint64_t covered_from(struct om_reader *r, uint64_t end)
+/* End of what the object's segments cover contiguously from end on. */
+static uint64_t covered_from(struct robj *o, uint64_t end)
 {
     uint64_t covered = end;
-    for (struct om_read_seg *s = seg_at(r, end > 0 ? end - 1 : 0); s; s = s->next) {
+    for (struct om_read_seg *s = seg_at(o, end > 0 ? end - 1 : 0); s; s = s->next) {
         if (s->off > covered)
             break;
         covered = s->off + s->len;
@@ -1004,24 +1167,25 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
     r->seq_run = p->next.seq_run;
     r->random_reads = p->next.random_reads;
     if (p->cancel_prefetch)
-        cancel_loading(r, p->cancel_from);
+        cancel_loading(r, p->cancel_from, false);
     cover_range(r, &p->demand, true);
     if (p->prefetch.off < p->prefetch.end && !r->closing)
         cover_range(r, &p->prefetch, false);
     if (p->extend_ahead)
-        r->ahead = OM_MAX(r->ahead, covered_from(r, end));
+        r->ahead = OM_MAX(r->ahead, covered_from(r->o, end));
     if (p->consider_fill)
         maybe_fill(r->rs, r);
 }
 
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v)
 {
+    struct robj *o = r->o;
     memset(v, 0, sizeof(*v));
     v->off = off;
-    if (off >= r->size || len == 0)
+    if (off >= o->size || len == 0)
         return 0;
-    if (len > r->size - off)
-        len = (size_t)(r->size - off);
+    if (len > o->size - off)
+        len = (size_t)(o->size - off);
     uint64_t end = off + len;
     struct om_readers *rs = r->rs;
 
@@ -1030,7 +1194,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
     rs->st.read_bytes += len;
     bool hit = true;
     for (uint64_t at = off; at < end;) {
-        struct om_read_seg *s = seg_at(r, at);
+        struct om_read_seg *s = seg_at(o, at);
         if (!s || s->state != SEG_READY) {
             hit = false;
             break;
@@ -1054,7 +1218,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         bool loading = false, refetch = false;
         npinned = 0;
         for (uint64_t at = off; at < end;) {
-            struct om_read_seg *s = seg_at(r, at);
+            struct om_read_seg *s = seg_at(o, at);
             if (!s) {
                 refetch = true; /* evicted while we waited, or no memory */
                 break;
