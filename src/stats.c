@@ -501,6 +501,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "cache_loads", n->rd.cache_loads);
     om_json_u64(&j, "cache_fills", n->rd.cache_fills);
     om_json_u64(&j, "cache_fill_bytes", n->rd.cache_fill_bytes);
+    om_json_u64(&j, "memory_fills", n->rd.memory_fills);
     om_json_end(&j, '}');
     if (!n->has_dc) {
         om_json_str(&j, "data_cache", NULL);

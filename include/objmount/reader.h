@@ -5,7 +5,10 @@
  *   prefetch_initial to prefetch_max, fetched as parallel ranged GETs of up
  *   to part_size each.
  * - Random reads fetch what is asked, rounded to 64 KiB, and keep it for
- *   re-reads; they start no prefetch.
+ *   re-reads; they start no prefetch. An object read at random is filled
+ *   whole in the background: into the data cache when there is one, else
+ *   into memory when it is at most a quarter of memory_limit.
+ * - Handles of the same object version share what is fetched.
  *   (These decisions are om_read_plan_make's, in objmount/read_plan.h.)
  * - Every GET carries If-Match with the ETag seen at open, and every
  *   response's ETag and object size are compared with the open's, so one
@@ -117,6 +120,7 @@ struct om_readers_stats {
     uint64_t cache_loads;     /* segments read from the data cache */
     uint64_t cache_fills;     /* randomly read objects fetched whole into it */
     uint64_t cache_fill_bytes;
+    uint64_t memory_fills;    /* ... into memory, without a data cache */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 
