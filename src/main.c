@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -405,6 +406,10 @@ static int add_fuse_opt(struct fuse_args *args, const char *opt)
 
 int main(int argc, char **argv)
 {
+    /* a few heaps for dozens of FUSE, engine and worker threads: glibc's
+     * default (8 per core) let freed memory stay spread over many arenas
+     * (issue 23's soak: RSS 8 -> 173 MiB with nothing open) */
+    mallopt(M_ARENA_MAX, 4);
     struct om_config cfg;
     om_config_init(&cfg);
     char err[512];

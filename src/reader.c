@@ -1068,10 +1068,13 @@ void om_reader_close(struct om_reader *r)
      * GETs were cancelled above; their completions free it) */
     if (--o->nreaders == 0)
         obj_check(rs, o);
-    if (--rs->st.open_readers == 0)
+    bool idle = --rs->st.open_readers == 0;
+    if (idle)
         spares_drop(rs); /* freed memory leaves the process when reading stops */
     pthread_mutex_unlock(&rs->lock);
     free(r);
+    if (idle)
+        om_heap_idle();
 }
 
 /* Will another handle of the object read s soon: one that has not passed

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +266,17 @@ int om_parse_http_date(const char *s, time_t *out)
 uint64_t om_now_ms(void)
 {
     return om_now_ns() / 1000000u;
+}
+
+void om_heap_idle(void)
+{
+    static uint64_t last_ms; /* atomic */
+    uint64_t now = om_now_ms(), last = __atomic_load_n(&last_ms, __ATOMIC_RELAXED);
+    if (now - last < 1000 ||
+        !__atomic_compare_exchange_n(&last_ms, &last, now, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    malloc_trim(0);
 }
 
 pid_t om_tgid_of(pid_t tid)

@@ -399,6 +399,11 @@ void om_writer_release(struct om_writer *w)
     if (w->upload_id)
         wi_abort_upload(w);
     wi_writer_destroy(w);
+    pthread_mutex_lock(&ws->lock);
+    bool idle = ws->st.open_writers == 0;
+    pthread_mutex_unlock(&ws->lock);
+    if (idle)
+        om_heap_idle();
 }
 
 void wi_drain(struct om_writer *w)

@@ -82,6 +82,12 @@ int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t p
 uint64_t om_now_ms(void);
 uint64_t om_now_ns(void);
 
+/* Nothing is open for reading or writing any more: hand the pages the
+ * allocator keeps free (spread over the heaps of every FUSE, engine and
+ * worker thread that allocated them) back to the system, at most once a
+ * second. Takes no lock of the caller's. */
+void om_heap_idle(void);
+
 /* The thread group (process) of thread id tid, from /proc/TID/status: 0
  * when tid is 0 or gone. A FUSE request carries the calling thread's id. */
 pid_t om_tgid_of(pid_t tid);
