@@ -1127,7 +1127,9 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
     }
 }
 
-/* Without a data cache, an object read at random and no larger than
+/* Without a data cache, an object read at random (OM_READ_MEMORY_FILL_AFTER
+ * random reads by one handle: a few random reads of a large file, as a
+ * header or an index, stay exact and cheap) and no larger than
  * FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
  * part-sized prefetch GETs from spare memory, as s3fs-fuse keeps each open
  * object in a local file: its later random reads come from memory, where
@@ -1138,7 +1140,8 @@ static void fill_memory(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
     struct robj *o = r->o;
-    if (r->closing || o->size > rs->cfg.memory_limit / FILL_MEMORY_SHARE)
+    if (r->closing || r->random_reads < OM_READ_MEMORY_FILL_AFTER ||
+        o->size > rs->cfg.memory_limit / FILL_MEMORY_SHARE)
         return;
     if (!o->filled_memory)
         rs->st.memory_fills++;
