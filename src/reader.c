@@ -63,6 +63,7 @@
  * FILL_THREADS ranged GETs of up to FILL_CHUNK blocks each, at most MAX_FILLS
  * objects at a time. */
 #define FILL_MEMORY_SHARE 4 /* without a data cache: objects up to memory_limit / 4 */
+#define PREFETCH_TTL_MS 30000 /* a prefetched object not opened by then is dropped */
 #define FILL_THREADS 4
 #define FILL_CHUNK 8
 #define MAX_FILLS 2
@@ -110,6 +111,12 @@ struct robj {
     bool filled_memory; /* read at random: fetched whole into the pool (fill_memory) */
     bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
     struct robj *stash_next; /* newer to older */
+    /* fetched ahead of an open the prefetch across files expects
+     * (om_readers_prefetch): waits in the stash like a lookup's object */
+    bool prefetched;
+    bool opened;             /* a handle opened it */
+    uint64_t prefetch_bytes; /* what the prefetch fetched of it */
+    uint64_t stashed_ms;     /* when it was stashed (prefetched ones expire) */
 };
 
 struct om_readers {
@@ -386,6 +393,12 @@ static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
     if (s->dead) {
         seg_release_memory(rs, s);
         free(s);
+    } else if (!ok && o->nreaders == 0) {
+        /* a prefetch nobody waits for failed: an open fetches it again,
+         * the failure is nobody's error */
+        pthread_cond_broadcast(&rs->cond);
+        seg_drop(rs, s); /* may free o */
+        return;
     } else {
         lru_push(rs, s);
     }
@@ -805,6 +818,8 @@ static void stash_unlink(struct om_readers *rs, struct robj *o)
  * Caller holds lock. */
 static void obj_free(struct om_readers *rs, struct robj *o)
 {
+    if (o->prefetched && !o->opened)
+        rs->st.prefetch_wasted_bytes += o->prefetch_bytes;
     if (o->stashed)
         stash_unlink(rs, o);
     if (o->in_table)
@@ -843,6 +858,34 @@ static bool stash_drop_oldest(struct om_readers *rs)
     stash_unlink(rs, oldest);
     obj_check(rs, oldest);
     return true;
+}
+
+/* Prefetched objects nobody opened within PREFETCH_TTL_MS go (their bytes
+ * count as wasted). Caller holds lock. */
+static void stash_expire(struct om_readers *rs)
+{
+    uint64_t now = om_now_ms();
+    struct robj *o = rs->stash;
+    while (o) {
+        struct robj *next = o->stash_next;
+        if (o->prefetched && now - o->stashed_ms > PREFETCH_TTL_MS) {
+            stash_unlink(rs, o);
+            obj_check(rs, o);
+        }
+        o = next;
+    }
+}
+
+/* Put o, nobody has it open, in the stash to wait for its open. Caller
+ * holds lock. */
+static void stash_push(struct om_readers *rs, struct robj *o)
+{
+    o->stashed = true;
+    o->stashed_ms = om_now_ms();
+    o->stash_next = rs->stash;
+    rs->stash = o;
+    if (++rs->nstash > MAX_STASHED)
+        stash_drop_oldest(rs);
 }
 
 /* Stashed objects of key other than (etag, size) go: another version of
@@ -897,12 +940,24 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     return rs;
 }
 
-/* Does the data cache hold all of (key, etag, size)? */
+/* Do the read pool or the data cache hold all of (key, etag, size)? Then a
+ * lookup for an open asks for a HEAD, not the whole object again. */
 static bool cached_whole(struct om_readers *rs, const char *key, const char *etag, uint64_t size)
 {
+    if (!etag || !etag[0])
+        return false;
+    /* in the read pool: fetched (or being fetched) ahead of its open */
+    pthread_mutex_lock(&rs->lock);
+    struct robj *p = obj_find(rs, key, etag, size);
+    uint64_t covered = 0;
+    for (struct om_read_seg *s = p ? p->segs : NULL; s && s->off <= covered; s = s->next)
+        covered = OM_MAX(covered, s->off + s->len);
+    pthread_mutex_unlock(&rs->lock);
+    if (p && covered >= size)
+        return true;
     struct om_dcache_obj o;
     bool cached = false;
-    if (!rs->cfg.dcache || !etag || !etag[0] ||
+    if (!rs->cfg.dcache ||
         !om_dcache_obj_init(rs->cfg.dcache, key, etag, size, &o))
         return false;
     uint64_t n = om_dcache_blocks(&o);
@@ -930,12 +985,66 @@ static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3
     o->segs = s;
     o->nsegs = 1;
     lru_push(rs, s);
-    o->stashed = true;
-    o->stash_next = rs->stash;
-    rs->stash = o;
-    if (++rs->nstash > MAX_STASHED)
-        stash_drop_oldest(rs);
+    stash_push(rs, o);
     return true;
+}
+
+void om_readers_expire(struct om_readers *rs)
+{
+    pthread_mutex_lock(&rs->lock);
+    stash_expire(rs);
+    pthread_mutex_unlock(&rs->lock);
+}
+
+int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag, uint64_t size,
+                        uint64_t max)
+{
+    if (!etag || !etag[0] || !size)
+        return -EINVAL;
+    pthread_mutex_lock(&rs->lock);
+    stash_expire(rs);
+    stash_drop_other_versions(rs, key, etag, size);
+    struct robj *found = obj_find(rs, key, etag, size);
+    if (found && found->stashed && !found->prefetched) {
+        /* a lookup fetched it whole (the resolution of a hint does): it
+         * waits for the open as a prefetched object */
+        found->prefetched = true;
+        found->stashed_ms = om_now_ms();
+        for (struct om_read_seg *s = found->segs; s; s = s->next)
+            found->prefetch_bytes += s->len;
+        rs->st.prefetch_files++;
+        rs->st.prefetch_bytes += found->prefetch_bytes;
+        pthread_mutex_unlock(&rs->lock);
+        return 0;
+    }
+    if (found) {
+        pthread_mutex_unlock(&rs->lock);
+        return -EEXIST; /* open, or prefetched already */
+    }
+    struct robj *o = obj_new(rs, key, etag, size);
+    if (!o) {
+        pthread_mutex_unlock(&rs->lock);
+        return -ENOMEM;
+    }
+    /* the plan of a first read: nobody's handle, so nobody's to cancel;
+     * stashed only afterwards, so that making room cannot drop it */
+    struct om_reader ahead = {.rs = rs, .o = o, .window = rs->cfg.prefetch_initial};
+    cover(&ahead, 0, OM_MIN(size, max), rs->cfg.part_size, 1, false);
+    for (struct om_read_seg *s = o->segs; s; s = s->next) {
+        s->starter = NULL;
+        o->prefetch_bytes += s->len;
+    }
+    int rc = o->nsegs ? 0 : -ENOMEM; /* no spare memory: nothing fetched */
+    if (rc) {
+        obj_check(rs, o);
+    } else {
+        o->prefetched = true;
+        stash_push(rs, o);
+        rs->st.prefetch_files++;
+        rs->st.prefetch_bytes += o->prefetch_bytes;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return rc;
 }
 
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
@@ -1014,13 +1123,18 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
         return NULL;
     }
     if (o->stashed) {
-        /* what the lookup fetched: this open takes it over */
+        /* what a lookup or the prefetch fetched: this open takes it over */
         stash_unlink(rs, o);
+        if (o->prefetched && !o->opened)
+            rs->st.prefetch_hits++;
         for (struct om_read_seg *s = o->segs; s; s = s->next) {
-            rs->st.lookup_get_hits++;
-            offer_to_cache(rs, s); /* worth keeping too */
+            if (!o->prefetched)
+                rs->st.lookup_get_hits++;
+            if (s->state == SEG_READY)
+                offer_to_cache(rs, s); /* worth keeping too */
         }
     }
+    o->opened = true;
     r->o = o;
     r->o_next = o->readers;
     o->readers = r;

@@ -142,6 +142,34 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
 int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
                     char **key);
 
+/* ---- for the prefetch across files (src/meta_listed.c) ---- */
+
+/* Where file ino stands in its directory's installed listing: *dir gets
+ * the directory's inode number, *pos the entry's index in listing order.
+ * -ENOENT when the directory has no installed listing or ino is not in
+ * it. No request is sent. */
+int om_meta_listed_pos(struct om_meta *m, uint64_t ino, uint64_t *dir, uint64_t *pos);
+
+struct om_listed_file {
+    uint64_t pos; /* index in the listing */
+    char *key;    /* owned: om_listed_files_free */
+    uint64_t size;
+    char etag[OM_ETAG_MAX]; /* as an open of the name would see it */
+};
+/* The files at listing positions pos, pos + stride, ... of directory dir
+ * (directories and removed names skipped), at most max into out. Returns
+ * how many (0 when dir has no installed listing any more) or -ENOMEM. No
+ * request is sent. */
+int om_meta_listed_files(struct om_meta *m, uint64_t dir, uint64_t pos, uint64_t stride, int max,
+                         struct om_listed_file *out);
+void om_listed_files_free(struct om_listed_file *v, int n);
+
+/* Attributes and key (caller frees) of path, relative to the mount's root
+ * ('/'-separated, no ".."), resolved as lookups do without counting a
+ * kernel lookup: may send requests. 0, -ENOENT, -ENOTDIR, -EISDIR (the
+ * root itself), -EINVAL (a ".." or a name too long) or another -errno. */
+int om_meta_resolve_path(struct om_meta *m, const char *path, struct om_attr *out, char **key);
+
 /* Key (caller frees) and attributes of ino. */
 int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out);
 

@@ -64,6 +64,19 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
                            const char *listed_etag,
                            struct om_s3_object *obj, struct om_s3_error *err);
 
+/* The prefetch across files expects an open of (key, etag, size): fetch
+ * its first max bytes (whole for small files) from spare memory above the
+ * reserve, to wait for that open as a lookup's object does. It is dropped,
+ * and its bytes count as wasted, when nobody opens it within 30 s or its
+ * buffers are needed. 0, -EEXIST (open, or fetched already), -ENOMEM (no
+ * spare memory: nothing fetched) or -EINVAL (no ETag, empty). */
+int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag, uint64_t size,
+                        uint64_t max);
+
+/* Drop what was prefetched and not opened for 30 s (the prefetcher's
+ * thread calls this every few seconds). */
+void om_readers_expire(struct om_readers *rs);
+
 /* A read handle on key as seen at open (size, etag; etag may be ""). NULL
  * on ENOMEM. */
 struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
@@ -121,6 +134,10 @@ struct om_readers_stats {
     uint64_t cache_fills;     /* randomly read objects fetched whole into it */
     uint64_t cache_fill_bytes;
     uint64_t memory_fills;    /* ... into memory, without a data cache */
+    uint64_t prefetch_files;  /* fetched ahead of an expected open (om_readers_prefetch) */
+    uint64_t prefetch_bytes;
+    uint64_t prefetch_hits;   /* of those, opened */
+    uint64_t prefetch_wasted_bytes; /* dropped without an open */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 
