@@ -133,6 +133,9 @@ static const struct opt options[] = {
         "first prefetch window of a sequential reader (default 1M)"),
     OPT("prefetch_max", "SIZE", K_SIZE, prefetch_max, 1ULL << 20, 16ULL << 30,
         "largest prefetch window per open file; it doubles from prefetch_initial (default 128M)"),
+    OPT("prefetch_files", "N", K_COUNT, prefetch_files, 0, 1024,
+        "most files fetched ahead of a reader opening the files of a directory in listing "
+        "order, or of a loader's order hint (default 64; 0: off)"),
     OPT("small_file_size", "SIZE", K_SIZE, small_file_size, 0, 1ULL << 30,
         "objects up to this size are fetched whole by the first read (default 1M)"),
     OPT("threads", "N", K_COUNT, threads, 1, 1024, "most FUSE worker threads (default 32)"),
@@ -204,6 +207,7 @@ void om_config_init(struct om_config *cfg)
     cfg->part_size = 8ULL << 20;
     cfg->prefetch_initial = 1ULL << 20;
     cfg->prefetch_max = 128ULL << 20;
+    cfg->prefetch_files = 64;
     cfg->small_file_size = 1ULL << 20;
     cfg->threads = 32;
     cfg->max_readahead = 1ULL << 20;

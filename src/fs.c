@@ -134,7 +134,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * open's truncation from a program's own (ftruncate), which the kernel
      * would otherwise send as the same SETATTR */
     unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS |
-                    FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ATOMIC_O_TRUNC;
+                    FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ATOMIC_O_TRUNC |
+                    FUSE_CAP_IOCTL_DIR;
     conn->want |= conn->capable & want;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
     fs->parallel_dirops = (conn->want & FUSE_CAP_PARALLEL_DIROPS) != 0;
@@ -259,6 +260,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         keep = false;
     }
     fi->keep_cache = keep;
+    if (!write) {
+        /* the next files of this reader's order start coming now */
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        om_prefetch_opened(fs->prefetch, ctx->pid, ctx->uid, ino, h->key);
+    }
     reply_open_fh(req, fs, h, fi);
 }
 
@@ -730,6 +736,34 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     fuse_reply_err(req, ENOTSUP);
 }
 
+/* The order hint of a loader (prefetch.h, OM_IOC_PREFETCH) on a directory
+ * of the mount; every other ioctl is ENOTTY. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                     size_t in_bufsz, size_t out_bufsz)
+{
+    (void)arg, (void)fi, (void)out_bufsz;
+    struct om_fs *fs = fs_of(req);
+    if (flags & FUSE_IOCTL_COMPAT)
+        return (void)fuse_reply_err(req, ENOSYS);
+    if (cmd != (unsigned int)OM_IOC_PREFETCH)
+        return (void)fuse_reply_err(req, ENOTTY);
+    if (!fs->prefetch)
+        return (void)fuse_reply_ioctl(req, 0, NULL, 0); /* prefetch_files=0: taken, ignored */
+    char *key = NULL;
+    struct om_attr a;
+    int rc = om_meta_key(fs->meta, ino, &key, &a);
+    if (!rc && !S_ISDIR(a.mode))
+        rc = -ENOTDIR;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (!rc)
+        rc = om_prefetch_hint(fs->prefetch, ctx->uid, ctx->gid, key, in_buf, in_bufsz);
+    free(key);
+    if (rc)
+        return reply_error(req, rc);
+    fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
@@ -906,6 +940,7 @@ const struct fuse_lowlevel_ops om_fs_ops = {
     .readdirplus = op_readdirplus,
     .releasedir = op_releasedir,
     .statfs = op_statfs,
+    .ioctl = op_ioctl,
 };
 
 /* meta's reclaim thread asks the kernel to drop a name (and so FORGET its
@@ -1065,6 +1100,24 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
             return -EIO;
         }
     }
+    if (cfg->prefetch_files > 0) {
+        char *root = NULL;
+        struct om_prefetch_config pc = {
+            .max_file_bytes = cfg->part_size,
+            .max_window = (int)cfg->prefetch_files,
+            .max_hint_window = (int)OM_MIN(cfg->prefetch_files * 4, (uint64_t)4096),
+        };
+        if (om_meta_key(fs->meta, OM_ROOT_INO, &root, NULL) == 0) {
+            pc.prefix = root;
+            fs->prefetch = om_prefetcher_new(fs->meta, fs->readers, &pc);
+        }
+        free(root);
+        if (!fs->prefetch) {
+            snprintf(err, errlen, "out of memory");
+            om_fs_destroy(fs);
+            return -ENOMEM;
+        }
+    }
     struct om_ns_config nc = {
         .max_rename_keys = cfg->max_rename_keys,
         .part_size = cfg->part_size,
@@ -1086,6 +1139,8 @@ void om_fs_stopping(struct om_fs *fs, uint64_t timeout_ms)
 
 void om_fs_destroy(struct om_fs *fs)
 {
+    om_prefetcher_free(fs->prefetch); /* before the readers and meta it calls */
+    fs->prefetch = NULL;
     om_ns_free(fs->ns);
     fs->ns = NULL;
     om_writers_free(fs->writers);

@@ -532,6 +532,7 @@ int main(int argc, char **argv)
         .meta = fs.meta,
         .readers = fs.readers,
         .dcache = fs.dcache,
+        .prefetch = fs.prefetch,
         .writers = fs.writers,
     };
     struct om_ctl *ctl = om_ctl_start(&sources, cfg.mountpoint, err, sizeof(err));

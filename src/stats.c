@@ -11,6 +11,7 @@
 #include "objmount/dcache.h"
 #include "objmount/json.h"
 #include "objmount/log.h"
+#include "objmount/prefetch.h"
 
 int om_stats_recovery_count(const char *cache_dir)
 {
@@ -55,6 +56,7 @@ struct snapshot {
     struct om_writers_stats wr;
     struct om_dcache_stats dc;
     bool has_dc;
+    struct om_prefetch_stats pf;
     uint64_t rss;
     int recovery;
 };
@@ -68,6 +70,7 @@ static void take(const struct om_stats_sources *s, struct snapshot *n)
     om_readers_get_stats(s->readers, &n->rd);
     if (s->writers)
         om_writers_get_stats(s->writers, &n->wr);
+    om_prefetch_get_stats(s->prefetch, &n->pf);
     n->has_dc = s->dcache != NULL;
     if (n->has_dc)
         om_dcache_get_stats(s->dcache, &n->dc);
@@ -177,6 +180,15 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
             n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads);
+    if (!rc)
+        rc = om_buf_printf(
+            b,
+            "prefetch across files: %" PRIu64 " files fetched ahead (%.1f MiB; %" PRIu64
+            " in directory order, %" PRIu64 " hinted), %" PRIu64 " then opened, %.1f MiB "
+            "wasted; hints %" PRIu64 " (%" PRIu64 " skipped)\n",
+            n->rd.prefetch_files, (double)n->rd.prefetch_bytes / 1048576.0, n->pf.order_files,
+            n->pf.hint_files, n->rd.prefetch_hits,
+            (double)n->rd.prefetch_wasted_bytes / 1048576.0, n->pf.hinted, n->pf.hint_skipped);
     if (!rc && n->has_dc)
         rc = text_data_cache(n, b);
     if (!rc)
@@ -351,6 +363,17 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
     if (!rc && n->has_dc)
         rc = prom_data_cache(b, &n->dc);
     if (!rc)
+        rc = PROM_COUNTER(b, "prefetch_files_total",
+                          "Files fetched ahead of an expected open (directory order, hints).",
+                          n->rd.prefetch_files);
+    if (!rc)
+        rc = PROM_COUNTER(b, "prefetch_hits_total", "Files fetched ahead and then opened.",
+                          n->rd.prefetch_hits);
+    if (!rc)
+        rc = PROM_COUNTER(b, "prefetch_wasted_bytes_total",
+                          "Bytes fetched ahead of opens that did not come.",
+                          n->rd.prefetch_wasted_bytes);
+    if (!rc)
         rc = PROM_GAUGE(b, "read_buffer_bytes", "Read buffer memory in use.", n->rd.memory_used);
     if (!rc)
         rc = PROM_GAUGE(b, "read_buffer_limit_bytes", "Read buffer budget.", n->rd.memory_limit);
@@ -502,6 +525,17 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "cache_fills", n->rd.cache_fills);
     om_json_u64(&j, "cache_fill_bytes", n->rd.cache_fill_bytes);
     om_json_u64(&j, "memory_fills", n->rd.memory_fills);
+    om_json_end(&j, '}');
+    om_json_object(&j, "prefetch");
+    om_json_u64(&j, "files", n->rd.prefetch_files);
+    om_json_u64(&j, "bytes", n->rd.prefetch_bytes);
+    om_json_u64(&j, "hits", n->rd.prefetch_hits);
+    om_json_u64(&j, "wasted_bytes", n->rd.prefetch_wasted_bytes);
+    om_json_u64(&j, "order_streams", n->pf.order_streams);
+    om_json_u64(&j, "order_files", n->pf.order_files);
+    om_json_u64(&j, "hinted", n->pf.hinted);
+    om_json_u64(&j, "hint_files", n->pf.hint_files);
+    om_json_u64(&j, "hint_skipped", n->pf.hint_skipped);
     om_json_end(&j, '}');
     if (!n->has_dc) {
         om_json_str(&j, "data_cache", NULL);

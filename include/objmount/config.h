@@ -77,6 +77,7 @@ struct om_config {
     uint64_t part_size;
     uint64_t prefetch_initial;
     uint64_t prefetch_max;
+    uint64_t prefetch_files;
     uint64_t small_file_size;
     uint64_t threads;
     uint64_t max_readahead;

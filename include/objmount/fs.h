@@ -12,6 +12,7 @@
 #include "objmount/manifest.h"
 #include "objmount/meta.h"
 #include "objmount/ns.h"
+#include "objmount/prefetch.h"
 #include "objmount/reader.h"
 #include "objmount/writer.h"
 
@@ -20,6 +21,7 @@ struct om_fs {
     struct om_client *client; /* borrowed */
     struct om_meta *meta;
     struct om_readers *readers;
+    struct om_prefetcher *prefetch; /* NULL: prefetch_files=0 */
     struct om_dcache *dcache; /* NULL: no data cache */
     struct om_writers *writers;
     struct om_ns *ns;
