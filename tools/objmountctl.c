@@ -10,6 +10,7 @@
  *   objmountctl cache stats MOUNTPOINT | warm PATH... [--threads N] | drop MOUNTPOINT|PATH...
  *   objmountctl manifest build BUCKET[:PREFIX] [--threads N] [--output FILE] [-o OPTIONS]
  *   objmountctl manifest show FILE [--keys]
+ *   objmountctl prefetch DIR [--append] [--file LIST]
  *
  * Every failure prints one line naming what went wrong and exits non-zero. */
 #include <errno.h>
@@ -68,6 +69,10 @@ static const char usage[] =
     "                                          default 8 threads) and write a manifest for\n"
     "                                          -o manifest= mounts (to stdout without --output)\n"
     "  manifest show FILE [--keys]             its header and counts; --keys lists every key\n"
+    "  prefetch DIR [--append] [--file LIST]   the files a loader opens next, in order (paths\n"
+    "                                          relative to DIR, one per line, from stdin or\n"
+    "                                          LIST): fetched ahead; replaces this user's\n"
+    "                                          hinted list unless --append\n"
     "\n"
     "  -o OPTIONS   mount options for uploads, recover, doctor and manifest build\n"
     "               (endpoint=..., etc.)\n";
@@ -1255,8 +1260,8 @@ int main(int argc, char **argv)
     bool prometheus = false, all = false, force = false, json = false;
     int watch = 0, timeout = 60, threads = 8;
     bool timeout_given = false;
-    const char *older = NULL, *key = NULL, *id = NULL, *output = NULL;
-    bool keys = false;
+    const char *older = NULL, *key = NULL, *id = NULL, *output = NULL, *list = NULL;
+    bool keys = false, append = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -1298,6 +1303,10 @@ int main(int argc, char **argv)
             output = argv[++i];
         } else if (strcmp(a, "--keys") == 0) {
             keys = true;
+        } else if (strcmp(a, "--append") == 0) {
+            append = true;
+        } else if (strcmp(a, "--file") == 0 && i + 1 < argc) {
+            list = argv[++i];
         } else if (strcmp(a, "--older-than") == 0 && i + 1 < argc) {
             older = argv[++i];
         } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {
@@ -1346,8 +1355,10 @@ int main(int argc, char **argv)
         om_config_free(&cfg);
         return status;
     }
+    if (strcmp(cmd, "prefetch") == 0 && npos == 2)
+        return ctl_prefetch(pos[1], list, append);
     static const char *const known[] = {"status", "stats", "unmount", "uploads", "recover",
-                                        "doctor", "cache", "manifest"};
+                                        "doctor", "cache", "manifest", "prefetch"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         is_known |= strcmp(cmd, known[i]) == 0;

@@ -23,4 +23,8 @@ double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, boo
 int ctl_manifest(struct om_config *cfg, char **pos, int npos, int threads, const char *output,
                  bool keys);
 
+/* objmountctl prefetch DIR (objmountctl_prefetch.c): the paths of list
+ * (stdin when NULL) hinted to the mount. Returns the exit status. */
+int ctl_prefetch(const char *dir, const char *list, bool append);
+
 #endif

@@ -65,8 +65,9 @@ def test_script_is_valid_bash():
 
 
 @pytest.mark.parametrize("line,want", [
-    ("objmountctl ", ["--help", "cache", "doctor", "manifest", "recover", "stats", "status",
-                      "unmount", "uploads"]),
+    ("objmountctl ", ["--help", "cache", "doctor", "manifest", "prefetch", "recover", "stats",
+                      "status", "unmount", "uploads"]),
+    ("objmountctl prefetch /x --", ["--append", "--file"]),
     ("objmountctl manifest ", ["build", "show"]),
     ("objmountctl manifest build ds --", ["--output", "--threads"]),
     ("objmountctl manifest show x.omm --", ["--keys"]),
