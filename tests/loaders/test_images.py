@@ -128,3 +128,53 @@ def test_imagefolder_dataloader_training_profile(mount, loader_data, local_tree,
         run_epochs(m.join("tree"), local_tree, loader_data.classes, loader_data.per_class)
     m.check_alive()
 
+
+
+# -- the README's order hint: a Sampler hands each epoch's order to the mount -----------
+def readme_block(after):
+    """The first ```python block of README.md after the heading `after`."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "README.md")) as f:
+        text = f.read()
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+class Raw(torch.utils.data.Dataset):
+    def __init__(self, root, names):
+        self.root, self.names = root, names
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, i):
+        with open(os.path.join(self.root, self.names[i]), "rb") as f:
+            return self.names[i], f.read()
+
+
+def test_readme_hinted_sampler_feeds_the_prefetch(mount, loader_data):
+    """The README's HintedRandomSampler, as written there, with a DataLoader
+    of 4 workers: every sample's bytes are the local copy's, and the files
+    the workers open were fetched ahead of them."""
+    from harness import admin
+
+    scope = {}
+    exec(readme_block("### Order hints"), scope)
+    m = mount(loader_data.bucket)
+    root = m.join("tree")
+    names = [k[len("tree/"):] for k in loader_data.keys("tree/")]
+    loader = torch.utils.data.DataLoader(
+        Raw(root, names), batch_size=4, num_workers=WORKERS, collate_fn=keep_list,
+        sampler=scope["HintedRandomSampler"](root, names))
+    seen = []
+    for batch in loader:
+        for name, data in batch:
+            with open(loader_data.local("tree/" + name), "rb") as f:
+                assert data == f.read(), name
+            seen.append(name)
+    assert sorted(seen) == sorted(names)
+    st = admin.stats_json(m.path)["prefetch"]
+    assert st["hinted"] == len(names), st
+    assert st["hint_skipped"] == 0, st
+    assert st["hits"] >= 0.5 * len(names), st
+    m.check_alive()
