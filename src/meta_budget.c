@@ -5,8 +5,8 @@
  * Past the budget the reclaim frees, down to the low watermark (90%):
  * 1. complete listings that no directory handle reads, least recently used
  *    first (a directory is listed again when needed);
- * 2. then, through the kernel, file inodes (and empty directories) it holds
- *    but has not used lately: notify_inval_entry makes the kernel drop the
+ * 2. then, through the kernel, file inodes it holds but has not used
+ *    lately (never directories: see mi_victim_of): notify_inval_entry makes the kernel drop the
  *    name and FORGET the inode, which frees it here. A clock hand over the
  *    inode table with one "recent" bit per inode picks them (second
  *    chance); names in a directory a handle reads are left alone.
@@ -68,7 +68,12 @@ enum mi_victim mi_victim_of(const struct inode *i, const struct inode *root)
     /* refs: open files, directory handles, children, requests under way */
     if (i->refs > 0 || i->parent->d->opens > 0)
         return MI_KEEP;
-    if (i->is_dir && (i->d->slurping || i->d->walk_queued))
+    /* Directories are never asked for: the kernel would unhash a
+     * directory that is a process's working directory (getcwd() then fails
+     * with ENOENT: git, make, a spawned interpreter) or a mount point of
+     * another filesystem (detached). Their listings go in step 1; what
+     * stays is the inode, a few hundred bytes. */
+    if (i->is_dir)
         return MI_KEEP;
     return i->recent ? MI_SECOND_CHANCE : MI_FORGET;
 }
@@ -195,9 +200,7 @@ static size_t pick_victims(struct om_meta *m, uint64_t want, struct victim *v, s
         /* not picked again before its FORGET comes */
         i->recent = true;
         bytes += mi_mem_size(i);
-        if (i->is_dir)
-            bytes += mi_mem_size(i->d) + mi_mem_size(i->d->key) + mi_mem_size(i->d->listing);
-        else if (i->x)
+        if (i->x)
             bytes += mi_mem_size(i->x);
     }
     return n;

@@ -197,3 +197,40 @@ def test_a_tiny_budget_keeps_lookups_readdir_open_and_renames_right(twenty_thous
     for gone in (small_key(12, 34), small_key(13, 35)):
         with pytest.raises(s3client.exceptions.ClientError):
             s3client.head_object(Bucket=bucket, Key=gone)
+
+
+CWD_CHILD = r"""
+import os, sys
+os.chdir(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()  # the parent has churned the namespace
+print(os.getcwd(), len(os.listdir(".")), flush=True)
+"""
+
+
+def test_a_working_directory_under_a_tiny_budget_stays(twenty_thousand, rw_mount):
+    """A process whose working directory is under the mount (a shell, make,
+    git) keeps it while the budget's reclaim asks the kernel to forget names:
+    getcwd() works (issue 22: the reclaim invalidated directory entries, and
+    getcwd() failed with ENOENT)."""
+    bucket, objects = twenty_thousand
+    m = rw_mount(bucket, "metadata_memory=1M")
+    # an empty directory: no child holds it, the first kind the reclaim took
+    where = m.join("b04", "work")
+    os.mkdir(where)
+    child = subprocess.Popen([sys.executable, "-c", CWD_CHILD, where], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(2):
+            assert len(walk_all(m)) == len(objects)
+        st = wait_under_budget(m, 1 * MiB)
+        assert st["invalidations"] > 0, st
+        assert len(walk_all(m)) == len(objects)
+        out, err = child.communicate("go\n", timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    cwd, n = out.split()
+    assert cwd == where and int(n) == 0, out
