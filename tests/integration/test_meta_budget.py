@@ -28,6 +28,15 @@ from harness.synthserver import REPO_ROOT, mounts_of, serving
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
 
+CWD_CHILD = r"""
+import os, sys
+os.chdir(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()  # the parent has churned the namespace
+print(os.getcwd(), len(os.listdir(".")), flush=True)
+"""
+
+
 MILLION = 1000000
 BIG_LAYOUT = dict(fanout=32, per_dir=1000, size=1024)
 BUDGET = 64 * MiB
@@ -83,11 +92,25 @@ def test_find_over_a_million_keys_stays_in_budget_and_answers_right_after(millio
     pid = m.proc.pid
     time.sleep(0.5)  # the mount's own start-up settles
     base = status_bytes(pid, "VmRSS")
+    lay = synthbucket.Layout(MILLION, **BIG_LAYOUT)
+    # a shell in the first directory the walk passes (issue 22: the reclaim
+    # invalidated directories, and getcwd() there failed with ENOENT)
+    where = m.join(os.path.dirname(lay.key(0)))
+    shell = subprocess.Popen([sys.executable, "-c", CWD_CHILD, where], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert shell.stdout.readline().strip() == "ready"
     t0 = time.monotonic()
     out = subprocess.run("find %s -type f | wc -l" % m.path, shell=True, capture_output=True,
                          text=True, check=True, timeout=120).stdout
     took = time.monotonic() - t0
     hwm = status_bytes(pid, "VmHWM")
+    try:
+        said, err = shell.communicate("go\n", timeout=60)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert shell.returncode == 0, err
+    assert said.split() == [where, "1000"], said
     assert int(out) == MILLION
     assert hwm - base <= BUDGET + CONSTANT, (
         "peak RSS %.1f MiB over %.1f MiB after mount with metadata_memory=64M (allowed %.0f "
@@ -98,7 +121,6 @@ def test_find_over_a_million_keys_stays_in_budget_and_answers_right_after(millio
     assert st["listings_evicted"] > 0 and st["entries_without_inode"] > 0, st
     assert st["inodes"] < MILLION // 2, st
 
-    lay = synthbucket.Layout(MILLION, **BIG_LAYOUT)
     # names from the start of the walk (their listings and names long gone)
     # and from its end
     for index in (0, 1, 999, 123456, 500500, MILLION - 1):
@@ -199,13 +221,6 @@ def test_a_tiny_budget_keeps_lookups_readdir_open_and_renames_right(twenty_thous
             s3client.head_object(Bucket=bucket, Key=gone)
 
 
-CWD_CHILD = r"""
-import os, sys
-os.chdir(sys.argv[1])
-print("ready", flush=True)
-sys.stdin.readline()  # the parent has churned the namespace
-print(os.getcwd(), len(os.listdir(".")), flush=True)
-"""
 
 
 def test_a_working_directory_under_a_tiny_budget_stays(twenty_thousand, rw_mount):
