@@ -214,11 +214,28 @@ void wi_writer_destroy(struct om_writer *w)
     free(w);
 }
 
+/* The writer of ino a new open joins, or NULL. A writer whose write failed
+ * is not joined: its program was told (every flush and close of its handles
+ * fails), and a new open, which may come before the RELEASE of the handle
+ * whose close() returned the error, starts again from the stored object.
+ * The old writer leaves the table; its handles keep it. Caller holds
+ * ws->lock (write_error is read atomically: w->lock comes before ws->lock). */
+static struct om_writer *joinable(struct om_writers *ws, uint64_t ino)
+{
+    struct om_writer *w = table_get(ws, ino);
+    if (w && __atomic_load_n(&w->write_error, __ATOMIC_ACQUIRE)) {
+        om_htable_remove(&ws->table, &w->node);
+        w->detached = true;
+        return NULL;
+    }
+    return w;
+}
+
 int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
                    const struct om_writer_base *base, bool trunc, struct om_writer **out)
 {
     pthread_mutex_lock(&ws->lock);
-    struct om_writer *w = table_get(ws, ino);
+    struct om_writer *w = joinable(ws, ino);
     if (w) {
         w->refs++;
         pthread_mutex_unlock(&ws->lock);
@@ -268,7 +285,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
         w->size = base->size;
     }
     pthread_mutex_lock(&ws->lock);
-    struct om_writer *race = table_get(ws, ino);
+    struct om_writer *race = joinable(ws, ino);
     if (race) {
         race->refs++;
         pthread_mutex_unlock(&ws->lock);
@@ -372,7 +389,8 @@ void om_writer_release(struct om_writer *w)
         if (!last || !pending) {
             w->refs--;
             if (last) {
-                om_htable_remove(&ws->table, &w->node);
+                if (!w->detached)
+                    om_htable_remove(&ws->table, &w->node);
                 ws->st.open_writers--;
             }
         }
@@ -429,7 +447,7 @@ void wi_drain(struct om_writer *w)
 static int poison(struct om_writer *w, int err)
 {
     if (!w->write_error) {
-        w->write_error = err;
+        __atomic_store_n(&w->write_error, err, __ATOMIC_RELEASE);
         om_warn("%s: a write failed (%s): this file will not be uploaded until every handle "
                 "is closed",
                 w->key, strerror(-err));

@@ -95,6 +95,9 @@ struct om_writer {
      * staging file holds is not what the application meant, so it is never
      * committed; every later commit returns this error. */
     int write_error;
+    /* Out of the table: a poisoned writer that a new open replaced (its
+     * handles keep it, and its error, until they are released). */
+    bool detached;
     /* The object under key as far as this writer knows: before its first
      * commit, the one it started from; then the one it last stored. */
     bool stored_exists;
