@@ -1,7 +1,7 @@
 /* omfsx: a random-I/O exerciser in the manner of fsx, for any file system.
  *
  *   omfsx [-s SEED] [-n OPS] [-f FILES] [-S MAXSIZE] [-w MAXWRITE] [-m MODELDIR]
- *         [-p NAME] [-N] [-q] DIR
+ *         [-p NAME] [-N] [-P] [-q] DIR
  *
  * FILES threads each own one file DIR/NAME<i> (created empty) and apply OPS
  * random operations to it, each checked against an in-memory model of what
@@ -15,7 +15,21 @@
  *   fsync      fsync; its result must be 0
  *   reopen     close (its result must be 0) and open O_RDWR again
  *   child      a forked process opens the file read-only and compares it whole
- * -N leaves out the mmap operations.
+ * -N leaves out the mmap operations. -P adds what processes do to a file
+ * (issue 22: the kernel sends a FLUSH for every close of every copy of a
+ * descriptor):
+ *   dup        dup2 the descriptor to another number and close the original
+ *              (dd and `cmd > f`); the close must return 0
+ *   exec       a child process holding the descriptor runs /bin/true and
+ *              exits (subprocess with pass_fds, `sh -c ... > f`)
+ *   efbig      a pwrite past S3's 5 TiB limit must fail with EFBIG at once;
+ *              the error then sticks: fsync and close fail too, nothing of
+ *              this open's writes since the last commit is stored, and the
+ *              file opened again holds what the last successful fsync,
+ *              msync(MS_SYNC) (an fsync) or close stored (the model goes
+ *              back to it)
+ * In -P mode the file is fsynced once after its creation, so that the last
+ * commit is always known.
  *
  * Every operation is logged in a ring per file; on the first mismatch or
  * failed call the file's last operations are printed with the seed, so a run
@@ -45,11 +59,13 @@
 #define LOG_RING 64
 
 enum op { OP_WRITE, OP_READ, OP_TRUNCATE, OP_MAPREAD, OP_MAPWRITE, OP_FSYNC, OP_REOPEN,
-          OP_CHILD, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"write",   "read",     "truncate", "mapread",
-                                               "mapwrite", "fsync",   "reopen",   "child"};
-/* relative weights */
-static const unsigned weights[OP_COUNT] = {30, 22, 8, 10, 8, 5, 6, 3};
+          OP_CHILD, OP_DUP, OP_EXEC, OP_EFBIG, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"write",  "read",  "truncate", "mapread",
+                                               "mapwrite", "fsync", "reopen",  "child",
+                                               "dup",    "exec",  "efbig"};
+/* relative weights (dup, exec and efbig only with -P) */
+static const unsigned weights[OP_COUNT] = {30, 22, 8, 10, 8, 5, 6, 3, 4, 4, 1};
+#define BEYOND_S3 (6ULL << 40) /* past the largest object S3 stores (5 TiB) */
 
 struct opts {
     uint64_t seed;
@@ -61,6 +77,7 @@ struct opts {
     const char *model_dir;
     const char *prefix;
     bool no_mmap;
+    bool processes; /* -P: dup, exec, efbig */
     bool quiet;
 };
 
@@ -78,6 +95,8 @@ struct file {
     uint64_t rng;
     unsigned char *model;
     uint64_t size, cap;
+    unsigned char *stored; /* -P: what the last successful fsync or close stored */
+    uint64_t stored_size;
     struct logent ring[LOG_RING];
     long done; /* operations survived */
     bool failed;
@@ -158,9 +177,9 @@ static void fail(struct file *f, long n, const char *fmt, ...)
                 e->n, op_names[e->op], e->off, e->len, e->size_after);
     }
     fprintf(stderr, "omfsx: repeat with: omfsx -s %" PRIu64 " -n %ld -f %d -S %" PRIu64
-                    " -w %" PRIu64 "%s DIR\n",
+                    " -w %" PRIu64 "%s%s DIR\n",
             f->o->seed, f->o->ops, f->o->files, f->o->max_size, f->o->max_write,
-            f->o->no_mmap ? " -N" : "");
+            f->o->no_mmap ? " -N" : "", f->o->processes ? " -P" : "");
     pthread_mutex_unlock(&out_lock);
     f->failed = true;
 }
@@ -399,15 +418,104 @@ static bool op_child(struct file *f, long n)
     return true;
 }
 
+/* -P: the model was stored (a successful fsync or close of the opener). */
+static bool remember_stored(struct file *f, long n)
+{
+    if (!f->o->processes)
+        return true;
+    unsigned char *m = realloc(f->stored, f->size ? f->size : 1);
+    if (!m)
+        return fail(f, n, "out of memory"), false;
+    memcpy(m, f->model, f->size);
+    f->stored = m;
+    f->stored_size = f->size;
+    return true;
+}
+
+static bool op_dup(struct file *f, long n)
+{
+    logop(f, n, OP_DUP, 0, 0);
+    int fd = dup(f->fd);
+    if (fd < 0)
+        return fail(f, n, "dup: %s", strerror(errno)), false;
+    int old = f->fd;
+    f->fd = fd;
+    /* the opener's close with data written commits it (decisions.md,
+     * "When a file is committed") */
+    if (close(old) != 0)
+        return fail(f, n, "close of the original after dup: %s", strerror(errno)), false;
+    return true;
+}
+
+static bool op_exec(struct file *f, long n)
+{
+    logop(f, n, OP_EXEC, 0, f->size);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return fail(f, n, "fork: %s", strerror(errno)), false;
+    if (pid == 0) {
+        /* f->fd is inherited (not close-on-exec): its close at exit is a
+         * FLUSH from another process */
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail(f, n, "a child holding the descriptor: /bin/true did not exit 0"), false;
+    return check_size(f, n);
+}
+
+static bool op_efbig(struct file *f, long n)
+{
+    logop(f, n, OP_EFBIG, BEYOND_S3, 1);
+    char b = 'x';
+    ssize_t w = pwrite(f->fd, &b, 1, (off_t)BEYOND_S3);
+    if (w >= 0 || errno != EFBIG)
+        return fail(f, n, "pwrite at 6 TiB: %s, want EFBIG", w >= 0 ? "succeeded" : strerror(errno)),
+               false;
+    /* the error sticks */
+    if (fsync(f->fd) == 0)
+        return fail(f, n, "fsync after a failed write returned 0"), false;
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (rc == 0)
+        return fail(f, n, "close after a failed write returned 0"), false;
+    /* nothing since the last commit was stored */
+    memcpy(f->model, f->stored, f->stored_size);
+    f->size = f->stored_size;
+    f->fd = open(f->path, O_RDWR);
+    if (f->fd < 0)
+        return fail(f, n, "open after a failed write's close: %s", strerror(errno)), false;
+    if (!check_size(f, n))
+        return false;
+    unsigned char *buf = malloc(f->size ? f->size : 1);
+    if (!buf)
+        return fail(f, n, "out of memory"), false;
+    bool ok = full_pread(f, n, f->fd, buf, f->size, 0, "after efbig") &&
+              same(f, n, buf, 0, f->size, "what the last commit stored");
+    free(buf);
+    return ok;
+}
+
+static bool skipped(const struct opts *o, int i)
+{
+    if (o->no_mmap && (i == OP_MAPREAD || i == OP_MAPWRITE))
+        return true;
+    return !o->processes && (i == OP_DUP || i == OP_EXEC || i == OP_EFBIG);
+}
+
 static enum op pick(struct file *f)
 {
     unsigned total = 0;
     for (int i = 0; i < OP_COUNT; i++)
-        if (!(f->o->no_mmap && (i == OP_MAPREAD || i == OP_MAPWRITE)))
+        if (!skipped(f->o, i))
             total += weights[i];
     unsigned r = (unsigned)below(&f->rng, total);
     for (int i = 0; i < OP_COUNT; i++) {
-        if (f->o->no_mmap && (i == OP_MAPREAD || i == OP_MAPWRITE))
+        if (skipped(f->o, i))
             continue;
         if (r < weights[i])
             return (enum op)i;
@@ -425,16 +533,28 @@ static void *run_file(void *arg)
         return NULL;
     }
     bool ok = true;
+    if (f->o->processes) {
+        /* the empty file stored: the last commit is known from here on */
+        ok = op_fsync(f, 0) && remember_stored(f, 0);
+    }
     for (long n = 1; ok && n <= f->o->ops; n++) {
         switch (pick(f)) {
         case OP_WRITE: ok = op_write(f, n); break;
         case OP_READ: ok = op_read(f, n); break;
         case OP_TRUNCATE: ok = op_truncate(f, n); break;
         case OP_MAPREAD: ok = op_mapread(f, n); break;
-        case OP_MAPWRITE: ok = op_mapwrite(f, n); break;
-        case OP_FSYNC: ok = op_fsync(f, n); break;
-        case OP_REOPEN: ok = op_reopen(f, n); break;
+        case OP_MAPWRITE: {
+            bool mapped = f->size > 0; /* an empty file gets a write instead */
+            /* msync(MS_SYNC) is an fsync of the file */
+            ok = op_mapwrite(f, n) && (!mapped || remember_stored(f, n));
+            break;
+        }
+        case OP_FSYNC: ok = op_fsync(f, n) && remember_stored(f, n); break;
+        case OP_REOPEN: ok = op_reopen(f, n) && remember_stored(f, n); break;
         case OP_CHILD: ok = op_child(f, n); break;
+        case OP_DUP: ok = op_dup(f, n) && remember_stored(f, n); break;
+        case OP_EXEC: ok = op_exec(f, n); break;
+        case OP_EFBIG: ok = op_efbig(f, n); break;
         default: break;
         }
         if (ok)
@@ -470,7 +590,7 @@ static int save_model(const struct file *f, const char *dir)
 static int usage(void)
 {
     fprintf(stderr, "usage: omfsx [-s SEED] [-n OPS] [-f FILES] [-S MAXSIZE] [-w MAXWRITE] "
-                    "[-m MODELDIR] [-p NAME] [-N] [-q] DIR\n");
+                    "[-m MODELDIR] [-p NAME] [-N] [-P] [-q] DIR\n");
     return 2;
 }
 
@@ -498,7 +618,7 @@ int main(int argc, char **argv)
                      .max_write = 256 << 10, .prefix = "fsx"};
     int c;
     uint64_t v;
-    while ((c = getopt(argc, argv, "s:n:f:S:w:m:p:Nq")) != -1) {
+    while ((c = getopt(argc, argv, "s:n:f:S:w:m:p:NPq")) != -1) {
         switch (c) {
         case 's':
             if (!number(optarg, &o.seed))
@@ -525,6 +645,7 @@ int main(int argc, char **argv)
         case 'm': o.model_dir = optarg; break;
         case 'p': o.prefix = optarg; break;
         case 'N': o.no_mmap = true; break;
+        case 'P': o.processes = true; break;
         case 'q': o.quiet = true; break;
         default: return usage();
         }
@@ -567,8 +688,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.files; i++)
         printf(" %ld", files[i].done);
     printf(" of %ld operations%s\n", o.ops, failed ? " (FAILED)" : "");
-    for (int i = 0; i < o.files; i++)
+    for (int i = 0; i < o.files; i++) {
         free(files[i].model);
+        free(files[i].stored);
+    }
     free(files);
     return failed ? 1 : 0;
 }
