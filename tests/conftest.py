@@ -70,7 +70,12 @@ def s3server():
 
 @pytest.fixture(scope="session")
 def s3client(s3server):
-    return s3server.client()
+    """boto3 for test set-up and checks. A loaded or briefly full machine
+    makes a server answer 503 now and then (Swift answered CreateBucket with
+    503 while another process filled the disk, and 77 tests of two modules
+    errored in set-up): up to 10 attempts with backoff (botocore's standard
+    mode, about two minutes in all) before a set-up step fails."""
+    return s3server.client(retries=10)
 
 
 @pytest.fixture(scope="session")

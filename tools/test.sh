@@ -45,7 +45,8 @@ for s in "${servers[@]}"; do
     server_arg=()
     [[ $s == given ]] || server_arg=(--server "$s")
     echo "== integration, fault and loader tests against ${s/given/the given server}"
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/tests" "${server_arg[@]}" "$@" ||
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "$root/tests" \
+        "${server_arg[@]}" "$@" ||
         status=1
 done
 exit $status
