@@ -115,13 +115,27 @@ struct robj {
      * (om_readers_prefetch): waits in the stash like a lookup's object */
     bool prefetched;
     bool opened;             /* a handle opened it */
+    /* the object's attributes, from the first GET of it that succeeded: a
+     * lookup for the open of an object the pool holds whole is answered
+     * from them, without a request */
+    struct om_s3_object head;
+    bool has_head;
     uint64_t prefetch_bytes; /* what the prefetch fetched of it */
     uint64_t stashed_ms;     /* when it was stashed (prefetched ones expire) */
+};
+
+/* A lookup's whole-object GET under way: a second lookup of the same key
+ * (the kernel's, racing the prefetch's resolution of a hint) waits for it
+ * and is answered from what it fetched, instead of a GET of its own. */
+struct whole_fetch {
+    const char *key;
+    struct whole_fetch *next;
 };
 
 struct om_readers {
     struct om_s3 *s3;
     struct om_readers_config cfg;
+    struct whole_fetch *fetching;
     /* cfg's numbers the read plans use */
     struct om_read_plan_config plan_cfg;
     uint64_t reserve; /* kept free for reads that need data now */
@@ -434,6 +448,10 @@ static void on_get_done(struct om_s3_get *g)
                 o->key, g->got, s->len, s->off);
     } else {
         ok = true;
+        if (!o->has_head && g->obj.etag[0] && g->obj.size == o->size) {
+            o->head = g->obj;
+            o->has_head = true;
+        }
     }
     seg_loaded(rs, s, ok);
     pthread_mutex_unlock(&rs->lock);
@@ -940,6 +958,43 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     return rs;
 }
 
+/* A lookup for the open of (key, etag, size), which the pool holds whole
+ * (fetched ahead of the open, or by an earlier lookup): answered with the
+ * attributes of the GET that fetched it, once that GET is in, without a
+ * request of its own. false when the pool cannot answer. */
+static bool pool_answers(struct om_readers *rs, const char *key, const char *etag,
+                         uint64_t size, struct om_s3_object *obj)
+{
+    if (!etag || !etag[0])
+        return false;
+    bool answered = false;
+    pthread_mutex_lock(&rs->lock);
+    for (;;) {
+        struct robj *p = obj_find(rs, key, etag, size);
+        uint64_t covered = 0;
+        bool loading = false, failed = false;
+        for (struct om_read_seg *s = p ? p->segs : NULL; s && s->off <= covered; s = s->next) {
+            covered = OM_MAX(covered, s->off + s->len);
+            loading |= s->state == SEG_LOADING;
+            failed |= s->state == SEG_ERROR;
+        }
+        if (!p || covered < size || failed)
+            break;
+        if (p->has_head) {
+            *obj = p->head;
+            answered = true;
+            break;
+        }
+        if (!loading)
+            break;
+        pthread_cond_wait(&rs->cond, &rs->lock); /* its GET is under way */
+    }
+    if (answered)
+        rs->st.lookup_pool_answers++;
+    pthread_mutex_unlock(&rs->lock);
+    return answered;
+}
+
 /* Do the read pool or the data cache hold all of (key, etag, size)? Then a
  * lookup for an open asks for a HEAD, not the whole object again. */
 static bool cached_whole(struct om_readers *rs, const char *key, const char *etag, uint64_t size)
@@ -984,6 +1039,8 @@ static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3
                               .state = SEG_READY};
     o->segs = s;
     o->nsegs = 1;
+    o->head = *obj;
+    o->has_head = true;
     lru_push(rs, s);
     stash_push(rs, o);
     return true;
@@ -1047,10 +1104,45 @@ int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag
     return rc;
 }
 
+static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                       const char *listed_etag, struct om_s3_object *obj,
+                       struct om_s3_error *err);
+
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
                            const char *listed_etag, struct om_s3_object *obj,
                            struct om_s3_error *err)
 {
+    /* one whole-object GET of a key at a time: the others wait for it */
+    struct whole_fetch me = {.key = key};
+    pthread_mutex_lock(&rs->lock);
+    for (;;) {
+        struct whole_fetch *f = rs->fetching;
+        while (f && strcmp(f->key, key) != 0)
+            f = f->next;
+        if (!f)
+            break;
+        pthread_cond_wait(&rs->cond, &rs->lock);
+    }
+    me.next = rs->fetching;
+    rs->fetching = &me;
+    pthread_mutex_unlock(&rs->lock);
+    int rc = fetch_whole(rs, key, size, listed_etag, obj, err);
+    pthread_mutex_lock(&rs->lock);
+    struct whole_fetch **pp = &rs->fetching;
+    while (*pp != &me)
+        pp = &(*pp)->next;
+    *pp = me.next;
+    pthread_cond_broadcast(&rs->cond);
+    pthread_mutex_unlock(&rs->lock);
+    return rc;
+}
+
+static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
+                       const char *listed_etag, struct om_s3_object *obj,
+                       struct om_s3_error *err)
+{
+    if (pool_answers(rs, key, listed_etag, size, obj))
+        return 0;
     if (cached_whole(rs, key, listed_etag, size))
         return om_s3_head(rs->s3, key, obj, err);
     size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);

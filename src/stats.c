@@ -175,11 +175,13 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             " prefetch), %.1f MiB; GET errors %" PRIu64 "; waits for memory %" PRIu64
             ", evictions %" PRIu64 "; open readers %" PRIu64 "\n"
             "small objects fetched whole by lookups: %" PRIu64 " (%" PRIu64
-            " then opened; %" PRIu64 " HEADed instead, few opens followed)\n",
+            " then opened; %" PRIu64 " HEADed instead, few opens followed); lookups answered "
+            "from memory %" PRIu64 "\n",
             n->rd.reads, 100.0 * ratio(n->rd.hits, n->rd.reads),
             (double)n->rd.read_bytes / 1048576.0, n->rd.gets, n->rd.prefetch_gets,
             (double)n->rd.get_bytes / 1048576.0, n->rd.get_errors, n->rd.waits, n->rd.evictions,
-            n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads);
+            n->rd.open_readers, n->rd.lookup_gets, n->rd.lookup_get_hits, n->rd.lookup_heads,
+            n->rd.lookup_pool_answers);
     if (!rc)
         rc = om_buf_printf(
             b,
@@ -360,6 +362,10 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
         rc = PROM_COUNTER(b, "lookup_heads_total",
                           "Small objects a lookup HEADed because few lookups were opens.",
                           n->rd.lookup_heads);
+    if (!rc)
+        rc = PROM_COUNTER(b, "lookup_pool_answers_total",
+                          "Lookups answered from an object the read pool held whole.",
+                          n->rd.lookup_pool_answers);
     if (!rc && n->has_dc)
         rc = prom_data_cache(b, &n->dc);
     if (!rc)
@@ -521,6 +527,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "lookup_whole_gets", n->rd.lookup_gets);
     om_json_u64(&j, "lookup_whole_gets_opened", n->rd.lookup_get_hits);
     om_json_u64(&j, "lookup_heads", n->rd.lookup_heads);
+    om_json_u64(&j, "lookup_pool_answers", n->rd.lookup_pool_answers);
     om_json_u64(&j, "cache_loads", n->rd.cache_loads);
     om_json_u64(&j, "cache_fills", n->rd.cache_fills);
     om_json_u64(&j, "cache_fill_bytes", n->rd.cache_fill_bytes);

@@ -134,6 +134,7 @@ struct om_readers_stats {
     uint64_t cache_fills;     /* randomly read objects fetched whole into it */
     uint64_t cache_fill_bytes;
     uint64_t memory_fills;    /* ... into memory, without a data cache */
+    uint64_t lookup_pool_answers; /* lookups answered from an object the pool held whole */
     uint64_t prefetch_files;  /* fetched ahead of an expected open (om_readers_prefetch) */
     uint64_t prefetch_bytes;
     uint64_t prefetch_hits;   /* of those, opened */
