@@ -288,6 +288,18 @@ static void hint_opened(struct om_prefetcher *pf, uid_t uid, const char *key)
         pthread_cond_broadcast(&pf->work);
 }
 
+/* Was the hinted key opened by its user while it was being resolved (or
+ * is it no longer hinted: opened and forgotten, or the list replaced)? */
+static bool opened_meanwhile(struct om_prefetcher *pf, uid_t uid, const char *key)
+{
+    pthread_mutex_lock(&pf->lock);
+    struct hint_list *l = list_of(pf, uid);
+    struct hint_item *it = l ? list_find(l, key) : NULL;
+    bool gone = !it || it->opened;
+    pthread_mutex_unlock(&pf->lock);
+    return gone;
+}
+
 /* Resolve one hinted key and fetch it, for uid/gid. No lock held. */
 static void hint_fetch(struct om_prefetcher *pf, const char *key, uid_t uid, gid_t gid)
 {
@@ -297,6 +309,12 @@ static void hint_fetch(struct om_prefetcher *pf, const char *key, uid_t uid, gid
     char *k = NULL;
     int rc = path ? om_meta_resolve_path(pf->meta, path, &a, &k) : -EINVAL;
     bool ok = rc == 0 && S_ISREG(a.mode) && om_prefetch_may_read(a.mode, a.uid, a.gid, uid, gid);
+    if (ok && opened_meanwhile(pf, uid, key)) {
+        /* the loader outran the resolution: what it fetched is read (a
+         * small file came whole with the lookup), nothing more to fetch */
+        free(k);
+        return;
+    }
     if (ok && a.size > 0 && a.etag[0])
         ok = om_readers_prefetch(pf->rs, k, a.etag, a.size, pf->cfg.max_file_bytes) != -EINVAL;
     else
