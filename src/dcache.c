@@ -110,11 +110,67 @@ static uint32_t crc_soft(uint32_t c, const unsigned char *p, size_t n)
     return c;
 }
 
+/* a * b modulo the CRC32C polynomial, bits reflected (as the register):
+ * what shifting a CRC over zero bytes does (zlib's multmodp) */
+static uint32_t crc_multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
+}
+
 #if defined(__x86_64__)
+#define CRC_LANE 4096 /* bytes of each of the three interleaved streams */
+static uint32_t crc_lane_shift; /* x^(8 * CRC_LANE) mod P */
+static pthread_once_t crc_shift_once = PTHREAD_ONCE_INIT;
+
+static void crc_shift_init(void)
+{
+    uint32_t x8n = 1u << 31; /* x^0 */
+    uint32_t sq = 1u << 30;  /* x^1, squared along the bits of 8 * CRC_LANE */
+    for (uint64_t n = 8 * (uint64_t)CRC_LANE; n; n >>= 1) {
+        if (n & 1)
+            x8n = crc_multmodp(sq, x8n);
+        sq = crc_multmodp(sq, sq);
+    }
+    crc_lane_shift = x8n;
+}
+
+/* The crc32 instruction takes 3 cycles and can start one every cycle:
+ * three independent streams over consecutive lanes keep it busy (about 3x
+ * one stream), then the lanes' CRCs are joined by shifting (a CRC over
+ * A then B is CRC(A) shifted over |B| zero bytes, xor CRC(B) from 0). */
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
                                                           size_t n)
 {
     uint64_t c64 = c;
+    if (n >= 3 * CRC_LANE) {
+        pthread_once(&crc_shift_once, crc_shift_init);
+        while (n >= 3 * CRC_LANE) {
+            uint64_t c1 = 0, c2 = 0;
+            for (size_t i = 0; i < CRC_LANE; i += 8) {
+                uint64_t v0, v1, v2;
+                memcpy(&v0, p + i, 8);
+                memcpy(&v1, p + CRC_LANE + i, 8);
+                memcpy(&v2, p + 2 * CRC_LANE + i, 8);
+                c64 = __builtin_ia32_crc32di(c64, v0);
+                c1 = __builtin_ia32_crc32di(c1, v1);
+                c2 = __builtin_ia32_crc32di(c2, v2);
+            }
+            uint32_t j = crc_multmodp(crc_lane_shift, (uint32_t)c64) ^ (uint32_t)c1;
+            c64 = crc_multmodp(crc_lane_shift, j) ^ (uint32_t)c2;
+            p += 3 * CRC_LANE;
+            n -= 3 * CRC_LANE;
+        }
+    }
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);

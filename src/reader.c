@@ -345,7 +345,10 @@ static char *pool_alloc(struct om_readers *rs, size_t maplen, bool demand)
         waited = true;
         pthread_cond_wait(&rs->cond, &rs->lock);
     }
-    void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* every byte of a buffer is written (by a GET or a data cache read):
+     * its pages are made at once rather than faulted in one by one */
+    void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     rs->used += maplen;

@@ -105,6 +105,44 @@ START_TEST(test_crc32c_known_values)
 }
 END_TEST
 
+/* The bit-at-a-time definition, for what the fast paths compute. */
+static uint32_t crc32c_bitwise(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+/* Lengths around the interleaved lanes (3 x 4096 bytes) and odd offsets,
+ * whole and in two pieces, against the definition. */
+START_TEST(test_crc32c_matches_the_definition)
+{
+    size_t max = 5 * 3 * 4096 + 77;
+    unsigned char *d = malloc(max + 8);
+    ck_assert_ptr_nonnull(d);
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; i < max + 8; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        d[i] = (unsigned char)x;
+    }
+    size_t lens[] = {0, 1, 7, 8, 9, 4095, 12287, 12288, 12289, 24576, 24583, 40000, max};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        for (size_t off = 0; off < 4; off += 3) {
+            size_t n = lens[k];
+            uint32_t want = crc32c_bitwise(d + off, n);
+            ck_assert_uint_eq(om_crc32c(0, d + off, n), want);
+            size_t cut = n / 3;
+            ck_assert_uint_eq(om_crc32c(om_crc32c(0, d + off, cut), d + off + cut, n - cut), want);
+        }
+    }
+    free(d);
+}
+END_TEST
+
 START_TEST(test_store_load_check_restart_drop)
 {
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -221,6 +259,7 @@ int main(void)
     TCase *tc = tcase_create("dcache");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_crc32c_known_values);
+    tcase_add_test(tc, test_crc32c_matches_the_definition);
     tcase_add_test(tc, test_store_load_check_restart_drop);
     tcase_add_test(tc, test_bound_holds_and_unknown_files_go);
     suite_add_tcase(s, tc);
