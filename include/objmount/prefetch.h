@@ -93,8 +93,9 @@ struct om_prefetch_config {
 
 struct om_prefetcher;
 
-/* NULL on ENOMEM. meta and readers are borrowed. Starts the thread that
- * resolves hinted names. */
+/* NULL on ENOMEM. meta and readers are borrowed. Starts the threads that
+ * resolve hinted names (and give back, every few seconds, what was fetched
+ * ahead and never opened). */
 struct om_prefetcher *om_prefetcher_new(struct om_meta *m, struct om_readers *rs,
                                         const struct om_prefetch_config *cfg);
 void om_prefetcher_free(struct om_prefetcher *pf);
