@@ -120,6 +120,7 @@ struct robj {
      * from them, without a request */
     struct om_s3_object head;
     bool has_head;
+    uint64_t head_ms; /* when that GET ended */
     uint64_t prefetch_bytes; /* what the prefetch fetched of it */
     uint64_t stashed_ms;     /* when it was stashed (prefetched ones expire) */
 };
@@ -181,6 +182,7 @@ struct om_reader {
     int views;       /* views not yet done: close waits for them */
     unsigned random_reads;
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
+    uint64_t run_start; /* where the handle's current sequential run began */
     bool closing;
 };
 
@@ -454,6 +456,7 @@ static void on_get_done(struct om_s3_get *g)
         if (!o->has_head && g->obj.etag[0] && g->obj.size == o->size) {
             o->head = g->obj;
             o->has_head = true;
+            o->head_ms = om_now_ms();
         }
     }
     seg_loaded(rs, s, ok);
@@ -964,7 +967,10 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
 /* A lookup for the open of (key, etag, size), which the pool holds whole
  * (fetched ahead of the open, or by an earlier lookup): answered with the
  * attributes of the GET that fetched it, once that GET is in, without a
- * request of its own. false when the pool cannot answer. */
+ * request of its own, while they are younger than attr_timeout (the
+ * listing's ETag may be stale: another client may have replaced the
+ * object, and a lookup must see that as an attribute refresh would). false
+ * when the pool cannot answer. */
 static bool pool_answers(struct om_readers *rs, const char *key, const char *etag,
                          uint64_t size, struct om_s3_object *obj)
 {
@@ -983,6 +989,8 @@ static bool pool_answers(struct om_readers *rs, const char *key, const char *eta
         }
         if (!p || covered < size || failed)
             break;
+        if (p->has_head && om_now_ms() - p->head_ms >= rs->cfg.attr_ttl_ms)
+            break; /* older than attributes are trusted: the store answers */
         if (p->has_head) {
             *obj = p->head;
             answered = true;
@@ -1044,6 +1052,7 @@ static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3
     o->nsegs = 1;
     o->head = *obj;
     o->has_head = true;
+    o->head_ms = om_now_ms();
     lru_push(rs, s);
     stash_push(rs, o);
     return true;
@@ -1399,8 +1408,27 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
  * handle then plan from them), then prefetch is cancelled, the demand and
  * prefetch ranges are covered, the frontier moves and a fill may start.
  * Caller holds the lock. */
+/* Where this handle's prefetch stops: the start of another handle's
+ * sequential run ahead of it. DataLoader workers that each read their own
+ * share of one object otherwise prefetch into the next worker's share,
+ * which that worker fetches itself (or already read and dropped): four
+ * readers of a 256 MiB object fetched 1.21-1.31x it. Handles reading the
+ * same range (two ranks loading one checkpoint) start their runs at the
+ * same place and do not stop each other. Caller holds lock. */
+static uint64_t prefetch_stop(const struct om_reader *r)
+{
+    uint64_t stop = UINT64_MAX;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->pos)
+            stop = OM_MIN(stop, x->run_start);
+    }
+    return stop;
+}
+
 static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read_plan *p)
 {
+    if (p->kind == OM_READ_RANDOM)
+        r->run_start = p->demand.off; /* the next sequential run starts here */
     r->window = p->next.window;
     r->streak = p->next.streak;
     r->ahead = p->next.ahead;
@@ -1409,8 +1437,11 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
     if (p->cancel_prefetch)
         cancel_loading(r, p->cancel_from, false);
     cover_range(r, &p->demand, true);
-    if (p->prefetch.off < p->prefetch.end && !r->closing)
-        cover_range(r, &p->prefetch, false);
+    struct om_read_range ahead = p->prefetch;
+    if (ahead.off < ahead.end && r->o->nreaders > 1)
+        ahead.end = OM_MIN(ahead.end, OM_MAX(prefetch_stop(r), ahead.off));
+    if (ahead.off < ahead.end && !r->closing)
+        cover_range(r, &ahead, false);
     if (p->extend_ahead)
         r->ahead = OM_MAX(r->ahead, covered_from(r->o, end));
     if (p->consider_fill && r->o->cacheable)

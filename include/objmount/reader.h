@@ -37,6 +37,9 @@ struct om_readers_config {
     uint64_t prefetch_initial;
     uint64_t prefetch_max;
     uint64_t small_file_size;
+    /* a lookup is answered from the attributes of a GET the pool holds
+     * only while they are younger than this (the mount's attr_timeout) */
+    uint64_t attr_ttl_ms;
     struct om_dcache *dcache; /* NULL: no data cache */
 };
 
