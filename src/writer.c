@@ -193,12 +193,15 @@ static struct om_writer *table_get(struct om_writers *ws, uint64_t ino)
 
 void wi_writer_destroy(struct om_writer *w)
 {
-    if (w->fd >= 0)
-        close(w->fd);
-    if (w->path)
-        unlink(w->path);
+    /* unlinked while still locked: a mount of the same cache_dir starting
+     * now would take an unlocked staging file for a dead daemon's and move
+     * it into recovery (seen once in a Swift run) */
     if (w->sidecar)
         unlink(w->sidecar);
+    if (w->path)
+        unlink(w->path);
+    if (w->fd >= 0)
+        close(w->fd);
     for (int i = 0; i < w->nparts; i++)
         free(w->parts[i]);
     free(w->parts);
