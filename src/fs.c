@@ -114,12 +114,18 @@ static void overlay_meta(struct om_fs *fs, const struct om_file_meta *m, struct 
 
 /* An open writer's size, mtime and pending metadata over meta's attributes
  * of the same inode: what stat, lookup and readdirplus show while a file is
- * open for writing (the stored object's attributes are older). */
+ * open for writing (the stored object's attributes are older). A writer
+ * whose write failed is not shown: nothing of it will be stored, and the
+ * next open starts from the stored object. */
 static void overlay_writer(struct om_fs *fs, struct om_attr *a)
 {
     struct om_writer *w = a->ino ? om_writer_find(fs->writers, a->ino) : NULL;
     if (!w)
         return;
+    if (om_writer_failed(w)) {
+        om_writer_release(w);
+        return;
+    }
     struct om_file_meta m;
     om_writer_attr(w, &a->size, &a->mtime);
     om_writer_get_meta(w, &m);
@@ -426,16 +432,34 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     om_reader_view_done(r, &v);
 }
 
+/* A write or truncate of w failed: stat shows the stored object again
+ * (overlay_writer), so the kernel must ask rather than keep, for
+ * attr_timeout, the size an earlier truncate's or write's reply gave it
+ * (omfsx -P: ftruncate, a failed pwrite, close, open, fstat showed the
+ * truncated size). Attributes only: the kernel takes no lock for that, so
+ * it is safe from a callback. */
+static void forget_failed_size(struct om_fs *fs, fuse_ino_t ino, struct om_writer *w)
+{
+    if (!om_writer_failed(w) || __atomic_load_n(&fs->notify_off, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&fs->se_lock);
+    if (fs->se && !__atomic_load_n(&fs->notify_off, __ATOMIC_ACQUIRE))
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+    pthread_mutex_unlock(&fs->se_lock);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-    (void)ino;
+    struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
     if (!h->writer)
         return (void)fuse_reply_err(req, EBADF);
     ssize_t n = om_writer_write(h->writer, buf, size, (uint64_t)off);
-    if (n < 0)
+    if (n < 0) {
+        forget_failed_size(fs, ino, h->writer);
         return reply_error(req, (int)n);
+    }
     fuse_reply_write(req, (size_t)n);
 }
 
@@ -588,6 +612,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
         if (h && h->writer) {
             rc = om_writer_truncate(h->writer, (uint64_t)attr->st_size);
+            if (rc)
+                forget_failed_size(fs, ino, h->writer);
         } else {
             /* truncate(2) on a path: a writer just for this, committed now */
             struct fh tmp = {.ino = ino};

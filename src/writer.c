@@ -501,6 +501,11 @@ ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64
     return rc ? rc : (ssize_t)len;
 }
 
+bool om_writer_failed(struct om_writer *w)
+{
+    return __atomic_load_n(&w->write_error, __ATOMIC_ACQUIRE) != 0;
+}
+
 bool om_writer_holds_data(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);

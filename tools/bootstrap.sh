@@ -18,7 +18,8 @@ build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl
 # tree tools and s3fs-fuse check compatibility; the loaders are Debian's.
 test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc rsync git s3fs
            python3-pil python3-numpy python3-h5py python3-torch python3-torchvision
-           dpkg-dev debhelper lintian systemd man-db)  # the Debian package test
+           dpkg-dev debhelper lintian systemd man-db  # the Debian package test
+           gdb)  # the threads of a daemon that hangs, in the failure report
 # Fuzzing (tools/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
 fuzz_pkgs=(clang libclang-rt-14-dev llvm)
 # Benchmarks: the peers and the tools that measure them.

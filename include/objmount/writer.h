@@ -120,6 +120,9 @@ void om_writer_release(struct om_writer *w);
  * limit, -EIO when the object could not be fetched for a partial
  * rewrite). A failed write poisons the writer: see om_writer_commit. */
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off);
+/* Has a write or truncate of this writer failed (it will never be
+ * committed)? */
+bool om_writer_failed(struct om_writer *w);
 /* Does the staging file hold the data (written, truncated or fetched)? Until
  * then reads go to the object. */
 bool om_writer_holds_data(struct om_writer *w);

@@ -159,6 +159,21 @@ def _fusermount(path, lazy=False):
         return subprocess.CompletedProcess(cmd, -1, "", "fusermount3 timed out")
 
 
+def stacks_of(pid, timeout=30):
+    """Every thread's stack of a live process (gdb), for the report of a
+    daemon that hangs; '' when gdb is missing or fails."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return ""
+    try:
+        r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                            "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return "\n".join(l for l in r.stdout.splitlines() if l.startswith(("#", "Thread")))
+
+
 def _stop_pid(pid, proc=None, timeout=5.0):
     """SIGTERM then SIGKILL one pid; returns True when it had to be killed."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -236,6 +251,7 @@ class Mount:
         self.dir = None
         self.returncode = None
         self.killed = False
+        self.stacks = ""
         self.lazy = False
         self._done = False
         self._daemon_out = ""
@@ -379,6 +395,7 @@ class Mount:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.killed = True
+                self.stacks = stacks_of(self.proc.pid)
                 _stop_pid(self.proc.pid, self.proc)
                 try:
                     self.proc.wait(timeout=5)
@@ -394,6 +411,7 @@ class Mount:
                 pids = [p for p in pids if _exists(p)]
             for p in pids:
                 self.killed = True
+                self.stacks = stacks_of(p)
                 _stop_pid(p)
             if self.proc is not None:
                 self.returncode = self.proc.wait()
@@ -423,8 +441,10 @@ class Mount:
                 problems.append("the daemon exited with status %s after unmount"
                                 % _status(self.returncode))
             if problems:
-                raise AssertionError("%s: %s\n--- daemon log (tail) ---\n%s" % (
-                    self.path, "; ".join(problems), self._daemon_out[-4000:]))
+                stacks = ("\n--- the daemon's threads before it was killed ---\n%s"
+                          % self.stacks[-12000:]) if self.stacks else ""
+                raise AssertionError("%s: %s\n--- daemon log (tail) ---\n%s%s" % (
+                    self.path, "; ".join(problems), self._daemon_out[-4000:], stacks))
         return self.returncode
 
 

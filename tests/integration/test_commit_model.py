@@ -159,6 +159,42 @@ def test_an_error_sticks_whatever_was_committed_before(mount, bucket, s3client, 
     check_object(s3client, bucket, "s.bin", first, "what the fsync stored")
 
 
+def test_a_failed_write_shows_the_stored_size_at_once(mount, bucket, s3client, cache_dir):
+    """ftruncate to a smaller size, then a write that fails: nothing of the
+    writer will be stored, so stat (a LOOKUP, a GETATTR, the next open)
+    shows the stored object while a descriptor still holds the writer.
+    omfsx -P saw the truncated size after close and reopen when the
+    RELEASE came late (the open's LOOKUP found the failed writer)."""
+    m = mount(bucket, "cache_dir=%s,%s" % (cache_dir, FAST))
+    first = payload("f1", 700 * 1000)
+    fd = os.open(m.join("f.bin"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    held = None
+    try:
+        os.write(fd, first)
+        os.fsync(fd)
+        os.ftruncate(fd, 1000)
+        assert os.stat(m.join("f.bin")).st_size == 1000
+        held = os.dup(fd)  # keeps the writer open past the close below
+        with pytest.raises(OSError) as ei:
+            os.pwrite(fd, b"x", 6 * TIB)
+        assert ei.value.errno == errno.EFBIG
+        with pytest.raises(OSError):
+            os.close(fd)
+        fd = None
+        assert os.stat(m.join("f.bin")).st_size == len(first)
+        fd = os.open(m.join("f.bin"), os.O_RDWR)
+        assert os.fstat(fd).st_size == len(first)
+        assert os.pread(fd, len(first) + 1, 0) == first
+    finally:
+        for d in (fd, held):
+            if d is not None:
+                try:
+                    os.close(d)
+                except OSError:
+                    pass
+    check_object(s3client, bucket, "f.bin", first, "what the fsync stored")
+
+
 def test_five_steps_of_a_redirected_script_upload_the_file_once(
         mount, bucket, s3client, cache_dir, tmp_path):
     m = mount(bucket, "cache_dir=%s,part_size=5M,%s" % (cache_dir, FAST))
