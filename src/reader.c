@@ -1185,12 +1185,34 @@ static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
     return n < 0 ? (int)n : 0;
 }
 
+/* A handle still open, or NULL. Caller holds lock. */
+static struct om_reader *any_open_reader(struct om_readers *rs)
+{
+    for (size_t b = 0; b < rs->objs.nbuckets; b++) {
+        for (struct om_hnode *x = rs->objs.buckets[b]; x; x = x->next) {
+            struct robj *o = om_container_of(x, struct robj, node);
+            if (o->readers)
+                return o->readers;
+        }
+    }
+    return NULL;
+}
+
 void om_readers_free(struct om_readers *rs)
 {
     if (!rs)
         return;
     pthread_mutex_lock(&rs->lock);
     rs->stopping = true; /* fills stop after the GET under way */
+    /* Handles the kernel never released: the session ended with files
+     * open (a signal), or their RELEASE was still queued when an unmount
+     * aborted the connection. Their objects would never go. */
+    struct om_reader *r;
+    while ((r = any_open_reader(rs)) != NULL) {
+        pthread_mutex_unlock(&rs->lock);
+        om_reader_close(r);
+        pthread_mutex_lock(&rs->lock);
+    }
     while (rs->nfills > 0)
         pthread_cond_wait(&rs->cond, &rs->lock);
     while (rs->stash)

@@ -69,6 +69,40 @@ def test_signal_unmounts_and_exits_0(mount, bucket, obj, sig):
     assert rc == 0, "exit status %s after %s:\n%s" % (rc, sig.name, log)
 
 
+def test_a_signal_with_files_open_ends_the_daemon(mount, bucket, obj, s3client):
+    """SIGTERM while a program holds files open for reading and writing: the
+    kernel never sends their RELEASE (the session is over), and the daemon
+    still exits 0 within the bound. The read pool waited for the open
+    handle's object forever (a RELEASE still queued when an unmount aborts
+    the connection is lost the same way: the daemon was killed after
+    fusermount3 -u in CI)."""
+    m = mount(bucket)
+    r = os.open(m.join("obj"), os.O_RDONLY)
+    w = None
+    try:
+        assert os.read(r, 4096) == obj[:4096]
+        w = os.open(m.join("written"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(w, b"all of it")
+        os.fsync(w)
+        m.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = m.proc.wait(timeout=15)
+        except Exception:
+            pytest.fail("objmount did not exit within 15 s of SIGTERM with files open")
+    finally:
+        for fd in (r, w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+    log = m.log
+    m.unmount(check=False)
+    assert rc == 0, "exit status %s:\n%s" % (rc, log)
+    got = s3client.get_object(Bucket=bucket, Key="written")["Body"].read()
+    assert got == b"all of it"
+
+
 def test_daemon_mode_returns_once_mounted(mount, bucket, obj):
     m = mount(bucket, foreground=False)
     assert m.returncode == 0
