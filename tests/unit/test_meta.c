@@ -664,23 +664,32 @@ START_TEST(test_a_listing_dropped_by_the_budget_still_answers_lookups)
     ck_assert_ptr_nonnull(m);
     whole_listings = 0;
     int ok = 0, missing = 0;
-    for (int k = 0; k < 300; k++) {
-        char name[32];
-        snprintf(name, sizeof(name), "file%06d", k * 61 % SOURCE_KEYS);
-        struct om_attr a;
-        int rc = om_meta_lookup(m, OM_ROOT_INO, name, &a);
-        ck_assert_msg(rc == 0, "lookup %s: %d", name, rc);
-        ok++;
-        om_meta_forget(m, a.ino, 1);
-        missing += om_meta_lookup(m, OM_ROOT_INO, "no-such-name", &a) == -ENOENT;
-    }
-    ck_assert_int_eq(ok, 300);
-    ck_assert_int_eq(missing, 300);
     struct om_meta_stats st;
-    om_meta_get_stats(m, &st);
-    ck_assert_uint_gt(st.listings_evicted, 0); /* the case happened */
+    /* two rounds: the second after the budget's thread has dropped the
+     * listing at least once (on a loaded machine it may not have run
+     * during the first: 3 runs of 20 saw no eviction) */
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 300; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "file%06d", (k * 61 + round * 7) % SOURCE_KEYS);
+            struct om_attr a;
+            int rc = om_meta_lookup(m, OM_ROOT_INO, name, &a);
+            ck_assert_msg(rc == 0, "lookup %s: %d", name, rc);
+            ok++;
+            om_meta_forget(m, a.ino, 1);
+            missing += om_meta_lookup(m, OM_ROOT_INO, "no-such-name", &a) == -ENOENT;
+        }
+        om_meta_get_stats(m, &st);
+        for (int t = 0; t < 2000 && st.listings_evicted == 0; t++) {
+            usleep(10 * 1000);
+            om_meta_get_stats(m, &st);
+        }
+        ck_assert_uint_gt(st.listings_evicted, 0); /* the case happened */
+    }
+    ck_assert_int_eq(ok, 600);
+    ck_assert_int_eq(missing, 600);
     /* and the directory is not listed whole again for every lookup */
-    ck_assert_int_lt(whole_listings, 10);
+    ck_assert_int_lt(whole_listings, 20);
     om_meta_free(m);
 }
 END_TEST
