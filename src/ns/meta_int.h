@@ -73,7 +73,7 @@ void mi_etag_format(enum mi_etag_kind kind, const uint8_t md5[16], uint16_t part
                     char out[OM_ETAG_MAX]);
 
 /* Inodes found by number or by name: open addressing, linear probing, at
- * most 3/4 full (src/meta_table.c). */
+ * most 3/4 full (src/ns/meta_table.c). */
 struct mi_table {
     struct inode **slots;
     size_t cap; /* a power of two, or 0 */
@@ -226,7 +226,7 @@ struct om_meta {
     int walk_running;
     bool stopping;
     struct om_meta_stats st;
-    /* The budget (issue 16, src/meta_budget.c): bytes charged now (atomic),
+    /* The budget (issue 16, src/ns/meta_budget.c): bytes charged now (atomic),
      * installed listings in LRU order, the reclaim thread. */
     uint64_t mem;
     struct listing *lru_head, *lru_tail;
@@ -355,7 +355,7 @@ void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);
 
-/* budget (src/meta_budget.c) */
+/* budget (src/ns/meta_budget.c) */
 /* The low watermark: a reclaim stops there (90% of the budget). */
 uint64_t mi_budget_low(uint64_t budget);
 /* Bytes to free now: bytes - low once bytes is past the budget, and while
