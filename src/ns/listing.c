@@ -15,11 +15,6 @@
 #include "objmount/util.h"
 #include "meta_int.h"
 
-uint64_t mi_name_hash(const char *name)
-{
-    return om_hash_bytes(name, strlen(name));
-}
-
 struct listing *mi_listing_new(struct om_meta *m)
 {
     struct listing *l = calloc(1, sizeof(*l));

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,22 +26,6 @@ struct inode *mi_inode_get(struct om_meta *m, uint64_t ino)
 struct inode *mi_child_get(struct inode *dir, const char *name)
 {
     return dir->is_dir ? mi_table_name(&dir->d->children, name) : NULL;
-}
-
-size_t mi_mem_size(const void *p)
-{
-    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
-}
-
-struct inode_extra *mi_extra(struct om_meta *m, struct inode *i)
-{
-    if (i->is_dir)
-        return &i->d->x;
-    if (!i->x) {
-        i->x = calloc(1, sizeof(*i->x));
-        mi_mem_charge(&m->mem, i->x);
-    }
-    return i->x;
 }
 
 char *mi_inode_key(const struct inode *i)
@@ -410,13 +393,6 @@ void om_meta_free(struct om_meta *m)
 }
 
 /* ---- lookup ---- */
-
-bool mi_valid_name(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 0 && n <= NAME_MAX_BYTES && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
-           !strchr(name, '/');
-}
 
 /* What the cache knows of a name being looked up. */
 enum cached_answer {

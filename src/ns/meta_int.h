@@ -28,7 +28,8 @@
  * (usable size and header). Updated with relaxed atomics: listings being
  * built by a directory handle grow without m->lock. */
 
-/* Bytes the allocator holds for p; 0 for NULL. */
+/* Bytes the allocator holds for p; 0 for NULL (meta_base.c, as mi_valid_name,
+ * mi_name_hash and mi_extra). */
 size_t mi_mem_size(const void *p);
 static inline void mi_mem_charge(uint64_t *mem, const void *p)
 {
