@@ -293,7 +293,7 @@ static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
     return m->cfg.metadata == OM_META_HEAD;
 }
 
-/* listings */
+/* listings (listing.c) */
 /* An empty listing charged to m's byte count (m NULL: to none); NULL on
  * ENOMEM. */
 struct listing *mi_listing_new(struct om_meta *m);
@@ -310,6 +310,9 @@ bool mi_listing_fresh(const struct listing *l);
 /* The name was removed: lookups miss it and readdir skips it (offsets of
  * open directory handles stay valid). */
 void mi_listing_remove(struct listing *l, const char *name);
+
+/* filling and installing listings (meta_list.c) */
+/* Install the complete listing l on dir (its LRU place, the budget check). */
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
 /* One LIST page of the directory whose key is dirkey (from the manifest
  * when the mount has one, else from S3) added to l, which the caller owns;
