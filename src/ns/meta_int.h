@@ -1,9 +1,18 @@
-/* Internals shared by the files of the namespace module (meta.c: inodes,
- * lookups and attributes; listing.c: the listing container; meta_readdir.c:
- * directory handles; meta_slurp.c: whole-directory listings in the
- * background, for lookups and ahead of walks; meta_change.c: changes made
- * through the mount; meta_budget.c: the memory budget; meta_etag.c: ETags
- * kept as 16 bytes; meta_table.c: the inode tables).
+/* Internals shared by the files of the namespace module, top first (each
+ * uses only files below it; tools/layers.sh checks):
+ *   meta_change.c   changes made through the mount
+ *   meta_listed.c   listed files for the prefetch across files
+ *   meta_readdir.c  directory handles
+ *   meta.c          construction, lookups and attributes
+ *   meta_slurp.c    whole-directory listings in the background, for lookups
+ *                   and ahead of walks
+ *   meta_inode.c    inodes: allocation, children, references, attributes
+ *   meta_list.c     a directory's listing filled from LIST pages, installed
+ *   meta_budget.c   the memory budget: LRU of listings, the reclaim
+ *   listing.c       the listing container
+ *   meta_etag.c     ETags kept as 16 bytes
+ *   meta_table.c    the inode tables
+ *   meta_base.c     block sizes for the budget, name rules and hash, extras
  *
  * Locking: m->lock guards every inode, every child table and every installed
  * listing; every mi_ function below expects it held unless noted. */
@@ -329,7 +338,12 @@ void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened);
 /* List dir whole in the background (a lookup waits for its first page). */
 void mi_start_slurp(struct om_meta *m, struct inode *dir);
 
-/* inodes */
+/* inodes (meta_inode.c; mi_lookup in meta.c) */
+/* An inode named name (at most NAME_MAX_BYTES), unlinked, not in m->inodes;
+ * directories get key. NULL on ENOMEM. */
+struct inode *mi_inode_alloc(struct om_meta *m, const char *name, bool is_dir, const char *key);
+/* Free what i owns and i, unlinked from nothing (mi_inode_alloc's undo). */
+void mi_inode_release(struct om_meta *m, struct inode *i);
 struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
 /* om_meta_lookup; for_open false when the caller only needs the key and
  * type (unlink, rename): a small object is HEADed, not fetched whole. */
