@@ -6,8 +6,8 @@
  *
  * Prints one JSON object: sizeof of struct inode, dentry, listing,
  * inode_dir, inode_extra, and what objmount allocates per listed file
- * (src/ns/meta.c inode_alloc: one glibc chunk, usable size + the 8-byte
- * header, for the inode with its name inline; src/ns/listing.c entry_new: the
+ * (src/ns/meta_inode.c mi_inode_alloc: one glibc chunk, usable size + the
+ * 8-byte header, for the inode with its name inline; src/ns/listing.c entry_new: the
  * entry in the listing's arena, 8-byte aligned, with the ETag as 16 bytes
  * when it is an MD5, else its text after the name). A file has no key of
  * its own (KEY_LEN is accepted and unused). */
