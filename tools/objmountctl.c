@@ -41,6 +41,7 @@
 #include "objmount/url.h"
 #include "objmount/util.h"
 #include "objmount/writer.h"
+#include "ctl_common.h"
 #include "objmountctl.h"
 
 static const char usage[] =
@@ -76,17 +77,6 @@ static const char usage[] =
     "\n"
     "  -o OPTIONS   mount options for uploads, recover, doctor and manifest build\n"
     "               (endpoint=..., etc.)\n";
-
-int ctl_fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "objmountctl: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 1;
-}
 
 /* ---- mounts ---- */
 
@@ -786,32 +776,6 @@ static void *warm_worker(void *arg)
     }
     free(buf);
     return NULL;
-}
-
-void ctl_progress(double frac, const char *text, bool final)
-{
-    char bar[31];
-    int fill = (int)(OM_MIN(OM_MAX(frac, 0.0), 1.0) * 30);
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[30] = '\0';
-    fprintf(stderr, "\r[%s] %s   %s", bar, text, final ? "\n" : "");
-}
-
-double ctl_wait(bool (*ended)(void *ud), void (*draw)(void *ud, double secs, bool final),
-                void *ud)
-{
-    bool tty = isatty(2);
-    uint64_t start = om_now_ms();
-    while (!ended(ud)) {
-        if (tty)
-            draw(ud, (double)(om_now_ms() - start) / 1000.0, false);
-        usleep(200000);
-    }
-    double secs = (double)(om_now_ms() - start) / 1000.0;
-    if (tty)
-        draw(ud, secs, true);
-    return secs;
 }
 
 static bool warm_ended(void *ud)

@@ -18,6 +18,7 @@
 #include "objmount/client.h"
 #include "objmount/manifest.h"
 #include "objmount/util.h"
+#include "ctl_common.h"
 #include "objmountctl.h"
 
 struct keys {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "objmount/prefetch.h"
+#include "ctl_common.h"
 #include "objmountctl.h"
 
 /* One ioctl with the paths in buf[1..used); buf[0] is the flag byte. */

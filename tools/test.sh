@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run every test of objmount from a fresh clone: install what is missing,
-# build, unit tests, unit tests under AddressSanitizer + UBSan, then the
-# libFuzzer targets for a short bounded time (OBJMOUNT_FUZZ_SECONDS, default
-# 12 per target), then the integration, fault and loader tests against each
-# real S3 server: s3rver, then OpenStack Swift with s3api.
+# build, the layers check (tools/layers.sh), unit tests, unit tests under
+# AddressSanitizer + UBSan, then the libFuzzer targets for a short bounded
+# time (OBJMOUNT_FUZZ_SECONDS, default 12 per target), then the integration,
+# fault and loader tests against each real S3 server: s3rver, then OpenStack
+# Swift with s3api.
 #
 #   tools/test.sh                  everything, both servers
 #   tools/test.sh --server swift   the Python suites against one server only
@@ -21,6 +22,9 @@ asan="$root/build-asan"
 echo "== build"
 [[ -f "$build/build.ninja" ]] || meson setup "$build" --buildtype=debugoptimized >/dev/null
 ninja -C "$build"
+
+echo "== layers: no upward call or include, no circle between files (doc/architecture.md)"
+"$root/tools/layers.sh" "$build"
 
 echo "== unit tests"
 meson test -C "$build" --suite unit --print-errorlogs

@@ -142,7 +142,7 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_objec
 int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
                     char **key);
 
-/* ---- for the prefetch across files (src/meta_listed.c) ---- */
+/* ---- for the prefetch across files (src/ns/meta_listed.c) ---- */
 
 /* Where file ino stands in its directory's installed listing: *dir gets
  * the directory's inode number, *pos the entry's index in listing order.

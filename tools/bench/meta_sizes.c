@@ -1,13 +1,13 @@
 /* Sizes of objmount's namespace records, for the bytes-per-key breakdown of
  * tools/bench/scale.py (doc/benchmarks.md, "Namespaces at scale").
  *
- *   cc -I include -I src -I build $(pkg-config --cflags fuse3) \
+ *   cc -I include -I src/ns -I build $(pkg-config --cflags fuse3) \
  *      tools/bench/meta_sizes.c -o meta_sizes && ./meta_sizes NAME_LEN KEY_LEN ETAG_LEN
  *
  * Prints one JSON object: sizeof of struct inode, dentry, listing,
  * inode_dir, inode_extra, and what objmount allocates per listed file
- * (src/meta.c inode_alloc: one glibc chunk, usable size + the 8-byte
- * header, for the inode with its name inline; src/listing.c entry_new: the
+ * (src/ns/meta_inode.c mi_inode_alloc: one glibc chunk, usable size + the
+ * 8-byte header, for the inode with its name inline; src/ns/listing.c entry_new: the
  * entry in the listing's arena, 8-byte aligned, with the ETag as 16 bytes
  * when it is an MD5, else its text after the name). A file has no key of
  * its own (KEY_LEN is accepted and unused). */

@@ -354,8 +354,8 @@ def pow2_at_least(n, initial):
 
 def pow2_load(n, initial):
     """Slots of an open-addressing table after n inserts: it doubles from
-    initial to stay at most 3/4 full (src/meta_table.c, the listing's index
-    in src/listing.c)."""
+    initial to stay at most 3/4 full (src/ns/meta_table.c, the listing's index
+    in src/ns/listing.c)."""
     c = initial
     while n * 4 > c * 3:
         c *= 2
@@ -364,15 +364,15 @@ def pow2_load(n, initial):
 
 def meta_sizes(args, work, name_len, key_len, etag_len=32):
     """Run tools/bench/meta_sizes.c, compiled with the flags the build used
-    for src/meta.c (compile_commands.json): sizeof and glibc chunk sizes."""
+    for src/ns/meta.c (compile_commands.json): sizeof and glibc chunk sizes."""
     build = os.path.dirname(os.path.abspath(args.objmount))
     with open(os.path.join(build, "compile_commands.json")) as f:
-        entry = [e for e in json.load(f) if e["file"].endswith("src/meta.c")][0]
+        entry = [e for e in json.load(f) if e["file"].endswith("src/ns/meta.c")][0]
     words = entry.get("arguments") or shlex.split(entry["command"])
     flags = [w for w in words if w.startswith(("-I", "-D", "-std="))]
     flags = ["-I" + os.path.join(entry["directory"], w[2:]) if w.startswith("-I") else w
              for w in flags]
-    flags.append("-I" + os.path.join(REPO_ROOT, "src"))  # meta_int.h sits beside meta.c
+    flags.append("-I" + os.path.join(REPO_ROOT, "src", "ns"))  # meta_int.h sits beside meta.c
     exe = os.path.join(work, "meta_sizes")
     cc = subprocess.run([words[0], "-O0"] + flags + [os.path.join(HERE, "meta_sizes.c"), "-o",
                                                      exe], capture_output=True, text=True,

@@ -1,9 +1,18 @@
-/* Internals shared by the files of the namespace module (meta.c: inodes,
- * lookups and attributes; listing.c: the listing container; meta_readdir.c:
- * directory handles; meta_slurp.c: whole-directory listings in the
- * background, for lookups and ahead of walks; meta_change.c: changes made
- * through the mount; meta_budget.c: the memory budget; meta_etag.c: ETags
- * kept as 16 bytes; meta_table.c: the inode tables).
+/* Internals shared by the files of the namespace module, top first (each
+ * uses only files below it; tools/layers.sh checks):
+ *   meta_change.c   changes made through the mount
+ *   meta_listed.c   listed files for the prefetch across files
+ *   meta_readdir.c  directory handles
+ *   meta.c          construction, lookups and attributes
+ *   meta_slurp.c    whole-directory listings in the background, for lookups
+ *                   and ahead of walks
+ *   meta_inode.c    inodes: allocation, children, references, attributes
+ *   meta_list.c     a directory's listing filled from LIST pages, installed
+ *   meta_budget.c   the memory budget: LRU of listings, the reclaim
+ *   listing.c       the listing container
+ *   meta_etag.c     ETags kept as 16 bytes
+ *   meta_table.c    the inode tables
+ *   meta_base.c     block sizes for the budget, name rules and hash, extras
  *
  * Locking: m->lock guards every inode, every child table and every installed
  * listing; every mi_ function below expects it held unless noted. */
@@ -28,7 +37,8 @@
  * (usable size and header). Updated with relaxed atomics: listings being
  * built by a directory handle grow without m->lock. */
 
-/* Bytes the allocator holds for p; 0 for NULL. */
+/* Bytes the allocator holds for p; 0 for NULL (meta_base.c, as mi_valid_name,
+ * mi_name_hash and mi_extra). */
 size_t mi_mem_size(const void *p);
 static inline void mi_mem_charge(uint64_t *mem, const void *p)
 {
@@ -73,7 +83,7 @@ void mi_etag_format(enum mi_etag_kind kind, const uint8_t md5[16], uint16_t part
                     char out[OM_ETAG_MAX]);
 
 /* Inodes found by number or by name: open addressing, linear probing, at
- * most 3/4 full (src/meta_table.c). */
+ * most 3/4 full (src/ns/meta_table.c). */
 struct mi_table {
     struct inode **slots;
     size_t cap; /* a power of two, or 0 */
@@ -226,7 +236,7 @@ struct om_meta {
     int walk_running;
     bool stopping;
     struct om_meta_stats st;
-    /* The budget (issue 16, src/meta_budget.c): bytes charged now (atomic),
+    /* The budget (issue 16, src/ns/meta_budget.c): bytes charged now (atomic),
      * installed listings in LRU order, the reclaim thread. */
     uint64_t mem;
     struct listing *lru_head, *lru_tail;
@@ -292,7 +302,7 @@ static inline bool mi_meta_by_lookup(const struct om_meta *m, bool is_dir)
     return m->cfg.metadata == OM_META_HEAD;
 }
 
-/* listings */
+/* listings (listing.c) */
 /* An empty listing charged to m's byte count (m NULL: to none); NULL on
  * ENOMEM. */
 struct listing *mi_listing_new(struct om_meta *m);
@@ -309,6 +319,9 @@ bool mi_listing_fresh(const struct listing *l);
 /* The name was removed: lookups miss it and readdir skips it (offsets of
  * open directory handles stay valid). */
 void mi_listing_remove(struct listing *l, const char *name);
+
+/* filling and installing listings (meta_list.c) */
+/* Install the complete listing l on dir (its LRU place, the budget check). */
 void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l);
 /* One LIST page of the directory whose key is dirkey (from the manifest
  * when the mount has one, else from S3) added to l, which the caller owns;
@@ -325,7 +338,12 @@ void mi_walk_ahead(struct om_meta *m, struct inode *dir, struct inode *opened);
 /* List dir whole in the background (a lookup waits for its first page). */
 void mi_start_slurp(struct om_meta *m, struct inode *dir);
 
-/* inodes */
+/* inodes (meta_inode.c; mi_lookup in meta.c) */
+/* An inode named name (at most NAME_MAX_BYTES), unlinked, not in m->inodes;
+ * directories get key. NULL on ENOMEM. */
+struct inode *mi_inode_alloc(struct om_meta *m, const char *name, bool is_dir, const char *key);
+/* Free what i owns and i, unlinked from nothing (mi_inode_alloc's undo). */
+void mi_inode_release(struct om_meta *m, struct inode *i);
 struct inode *mi_inode_get(struct om_meta *m, uint64_t ino);
 /* om_meta_lookup; for_open false when the caller only needs the key and
  * type (unlink, rename): a small object is HEADed, not fetched whole. */
@@ -355,7 +373,7 @@ void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);
 
-/* budget (src/meta_budget.c) */
+/* budget (src/ns/meta_budget.c) */
 /* The low watermark: a reclaim stops there (90% of the budget). */
 uint64_t mi_budget_low(uint64_t budget);
 /* Bytes to free now: bytes - low once bytes is past the budget, and while

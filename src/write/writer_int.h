@@ -129,8 +129,9 @@ struct om_writers {
     bool no_part_copy;           /* under lock: UploadPartCopy answered 501 once */
 };
 
-/* parts.c; callers hold w->lock */
-void wi_schedule(struct om_writer *w);
+/* part_table.c; callers hold w->lock */
+/* Make sure parts cover [0, size) and their lengths are right. 0 or
+ * -ENOMEM (or the part count's error). */
 int wi_layout(struct om_writer *w);
 /* Mark the parts touched by [off, end) as changed. */
 void wi_touch(struct om_writer *w, uint64_t off, uint64_t end);
@@ -140,6 +141,8 @@ void wi_parts_stored(struct om_writer *w);
 /* The stored object no longer holds what the parts say (gone, or not
  * known): no part is copied. */
 void wi_parts_unstored(struct om_writer *w);
+/* parts.c; callers hold w->lock */
+void wi_schedule(struct om_writer *w);
 /* The writer has moved on to off: queue the full parts it passed. */
 void wi_queue_passed(struct om_writer *w, uint64_t off);
 /* parts.c; no lock held */

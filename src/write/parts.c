@@ -1,4 +1,4 @@
-/* Parts of the write path: the layout of a file in parts, the queue of
+/* Parts of the write path (their table is part_table.c): the queue of
  * writers with parts to send, the background workers that hash and upload
  * them, the multipart upload they go into, and which digests that takes
  * (the server's ETag form, learned per mount).
@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "objmount/log.h"
-#include "objmount/part_layout.h"
 #include "objmount/util.h"
 #include "writer_int.h"
 
@@ -47,65 +46,6 @@ void wi_schedule(struct om_writer *w)
     w->in_queue = true;
     pthread_cond_signal(&ws->work);
     pthread_mutex_unlock(&ws->lock);
-}
-
-/* Make sure parts cover [0, size) and lengths are right. Parts beyond the
- * end keep existing with length 0. Caller holds lock. */
-int wi_layout(struct om_writer *w)
-{
-    uint64_t P = w->ws->cfg.part_size;
-    int need = om_part_count(P, w->size);
-    if (need < 0)
-        return need;
-    if (need > w->cap) {
-        int cap = OM_MAX(need, w->cap * 2);
-        struct part **v = realloc(w->parts, sizeof(*v) * (size_t)cap);
-        if (!v)
-            return -ENOMEM;
-        w->parts = v;
-        w->cap = cap;
-    }
-    while (w->nparts < need) {
-        struct part *p = calloc(1, sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        p->w = w;
-        p->number = w->nparts + 1;
-        w->parts[w->nparts++] = p;
-    }
-    for (int i = 0; i < w->nparts; i++)
-        om_part_span(P, w->size, w->parts[i]->number, &w->parts[i]->off, &w->parts[i]->len);
-    return 0;
-}
-
-/* Mark the parts touched by [off, end) as changed. Caller holds lock. */
-void wi_touch(struct om_writer *w, uint64_t off, uint64_t end)
-{
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        if (p->len == 0 || p->off + p->len <= off || p->off >= end)
-            continue;
-        p->gen++;
-        if (p->state == P_DONE)
-            p->state = P_IDLE;
-    }
-    if (off < w->md5_upto)
-        w->md5_valid = false;
-}
-
-void wi_parts_stored(struct om_writer *w)
-{
-    for (int i = 0; i < w->nparts; i++) {
-        struct part *p = w->parts[i];
-        p->stored_valid = p->len > 0 && p->off + p->len <= w->stored_size;
-        p->stored_gen = p->gen;
-    }
-}
-
-void wi_parts_unstored(struct om_writer *w)
-{
-    for (int i = 0; i < w->nparts; i++)
-        w->parts[i]->stored_valid = false;
 }
 
 /* Parts the writer has moved past go to the workers. Caller holds lock. */
