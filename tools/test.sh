@@ -3,8 +3,8 @@
 # build, the layers check (tools/layers.sh), unit tests, unit tests under
 # AddressSanitizer + UBSan, then the libFuzzer targets for a short bounded
 # time (OBJMOUNT_FUZZ_SECONDS, default 12 per target), then the integration,
-# fault and loader tests against each real S3 server: s3rver, then OpenStack
-# Swift with s3api.
+# fault and loader tests against each real S3 server, s3rver and OpenStack
+# Swift with s3api, both at once (OBJMOUNT_TEST_SERIAL=1: one after the other).
 #
 #   tools/test.sh                  everything, both servers
 #   tools/test.sh --server swift   the Python suites against one server only
@@ -44,13 +44,41 @@ servers=(s3rver swift)
 for a in "$@"; do
     [[ $a == --server || $a == --server=* ]] && servers=(given)
 done
-status=0
-for s in "${servers[@]}"; do
-    server_arg=()
+run_pass() {
+    local s=$1
+    shift
+    local server_arg=()
     [[ $s == given ]] || server_arg=(--server "$s")
-    echo "== integration, fault and loader tests against ${s/given/the given server}"
     /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "$root/tests" \
-        "${server_arg[@]}" "$@" ||
-        status=1
-done
+        "${server_arg[@]}" "$@"
+}
+
+status=0
+if ((${#servers[@]} > 1)) && [[ -z ${OBJMOUNT_TEST_SERIAL:-} ]]; then
+    # The passes against the two servers run at once (each has its own
+    # servers, ports, mount points and buckets; the few machine-wide things,
+    # such as /sbin/mount.objmount, are taken under a lock by the harness);
+    # each pass's output is printed whole when it ends.
+    # OBJMOUNT_TEST_SERIAL=1 runs them one after the other.
+    logs=$(mktemp -d)
+    trap 'rm -rf "$logs"' EXIT
+    pids=()
+    for s in "${servers[@]}"; do
+        run_pass "$s" "$@" >"$logs/$s.log" 2>&1 &
+        pids+=($!)
+    done
+    echo "== integration, fault and loader tests: ${servers[*]} at once"
+    for i in "${!servers[@]}"; do
+        rc=0
+        wait "${pids[$i]}" || rc=$?
+        echo "== integration, fault and loader tests against ${servers[$i]} (exit $rc)"
+        cat "$logs/${servers[$i]}.log"
+        ((rc == 0)) || status=1
+    done
+else
+    for s in "${servers[@]}"; do
+        echo "== integration, fault and loader tests against ${s/given/the given server}"
+        run_pass "$s" "$@" || status=1
+    done
+fi
 exit $status

@@ -33,6 +33,7 @@ process) when the block ends; at interpreter exit too.
 """
 
 import atexit
+import fcntl
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ from .mount import _fusermount, _stop_pid, daemon_env, is_mounted
 from .omtools import tool
 
 HELPER_LINK = "/sbin/mount.objmount"
+HELPER_LOCK = os.path.join(tempfile.gettempdir(), "objmount-test-mount-helper.lock")
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -124,7 +126,20 @@ def helper_binary():
 
 @contextmanager
 def installed_mount_helper(link=HELPER_LINK):
-    """/sbin/mount.objmount -> build/tools/mount.objmount inside the block."""
+    """/sbin/mount.objmount -> build/tools/mount.objmount inside the block.
+    The link is the machine's: a test run beside this one (tools/test.sh
+    runs the two servers' passes at once) waits for the block to end."""
+    lock = open(HELPER_LOCK, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _helper_link(link) as path:
+            yield path
+    finally:
+        lock.close()
+
+
+@contextmanager
+def _helper_link(link):
     target = helper_binary()
     saved = None
     created = False
