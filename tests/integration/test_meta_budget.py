@@ -41,7 +41,7 @@ MILLION = 1000000
 BIG_LAYOUT = dict(fanout=32, per_dir=1000, size=1024)
 BUDGET = 64 * MiB
 # Over the RSS after mount: the namespace's budget itself (what it charges is
-# its heap to within 0.1%: tests/unit/meta_mem), plus what is not the
+# its heap to within 0.1%: tests/unit/ns/meta_mem.c), plus what is not the
 # namespace: the heap the allocator keeps around freed listings (arenas of
 # up to 32 FUSE threads, 8 walk listings being parsed at once: a page of
 # 1,000 keys is ~250 KB of XML), the reclaim's batch of names (264 KiB) and
