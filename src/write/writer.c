@@ -195,7 +195,14 @@ void wi_writer_destroy(struct om_writer *w)
 {
     /* unlinked while still locked: a mount of the same cache_dir starting
      * now would take an unlocked staging file for a dead daemon's and move
-     * it into recovery (seen once in a Swift run) */
+     * it into recovery (seen once in a Swift run). Its blocks go first: a
+     * thread preempted between the unlink and the close would otherwise
+     * hold a full disk's space after the name is gone, and a program that
+     * saw ENOSPC, closed and wrote again could meet ENOSPC once more (seen
+     * once in a loaded run). A recovery entry is a copy or a reflink, which
+     * the truncation leaves whole. */
+    if (w->path && w->fd >= 0 && ftruncate(w->fd, 0) != 0)
+        om_debug("staging file %s: truncate before removal: %s", w->path, strerror(errno));
     if (w->sidecar)
         unlink(w->sidecar);
     if (w->path)
