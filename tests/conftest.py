@@ -29,6 +29,7 @@ tests/loaders overrides mount and cache_dir with its own.
 import itertools
 import os
 import sys
+import time
 import uuid
 
 import pytest
@@ -40,6 +41,7 @@ if TESTS_DIR not in sys.path:
 from harness.faultproxy import FaultProxy  # noqa: E402
 from harness.mount import MountFactory  # noqa: E402
 from harness import servers  # noqa: E402
+from harness.s3server import ServerNotInstalled  # noqa: E402
 
 _bucket_numbers = itertools.count(1)
 
@@ -58,10 +60,26 @@ def pytest_report_header(config):
     return "objmount test server: " + servers.selected()
 
 
+def start_server(attempts=3):
+    """A started server of the selected kind. A start that fails (Swift's
+    five ports are picked free and then bound by its own processes, so
+    another pytest worker can take one in between; a loaded machine can miss
+    the start-up deadline) is retried on fresh ports after a pause."""
+    for attempt in range(1, attempts + 1):
+        srv = servers.server_class()()
+        try:
+            return srv.start()
+        except Exception as e:  # noqa: BLE001 - reported when the last attempt fails
+            if attempt == attempts or isinstance(e, ServerNotInstalled):
+                raise
+            sys.stderr.write("test server did not start (attempt %d of %d): %s\n"
+                             % (attempt, attempts, str(e).splitlines()[0] if str(e) else e))
+            time.sleep(2 * attempt)
+
+
 @pytest.fixture(scope="session")
 def s3server():
-    srv = servers.server_class()()
-    srv.start()
+    srv = start_server()
     try:
         yield srv
     finally:

@@ -108,6 +108,10 @@ class S3ServerError(RuntimeError):
     pass
 
 
+class ServerNotInstalled(S3ServerError):
+    """A program the server needs is missing: starting again will not help."""
+
+
 class S3Server:
     """A private s3rver on 127.0.0.1:<free port> with a fresh directory.
 
@@ -143,7 +147,7 @@ class S3Server:
     # -- lifecycle ---------------------------------------------------------
     def start(self):
         if not os.path.exists(S3RVER_BIN):
-            raise S3ServerError(
+            raise ServerNotInstalled(
                 "s3rver is not installed: run `npm ci --prefix tools/node` "
                 "in the repository root (%s missing)" % S3RVER_BIN)
         self.dir = tempfile.mkdtemp(prefix="objmount-s3rver-", dir=self.base_dir)

@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from harness.s3server import S3Server, _set_pdeathsig, kill_group  # noqa: E402
+from harness.s3server import S3Server, ServerNotInstalled, _set_pdeathsig, kill_group  # noqa: E402
 
 ACCESS_KEY = "test:tester"
 SECRET_KEY = "testing"
@@ -243,7 +243,7 @@ class SwiftServer:
         for c in cmds:
             prog = c[1] if c[0] == PYTHON else c[0]
             if not shutil.which(prog):
-                raise SwiftServerError(
+                raise ServerNotInstalled(
                     "%s is missing: install the Swift packages with tools/bootstrap.sh" % prog)
         # Swift servers call setsid() and so leave the group: the shell
         # records their pids, and on SIGTERM (stop, or PR_SET_PDEATHSIG when
