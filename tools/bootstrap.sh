@@ -16,7 +16,7 @@ build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl
             libxml2-dev check)
 # Tests: the S3 server runs on Node.js; data is seeded and checked with boto3;
 # tree tools and s3fs-fuse check compatibility; the loaders are Debian's.
-test_pkgs=(python3 python3-boto3 python3-pytest curl psmisc rsync git s3fs
+test_pkgs=(python3 python3-boto3 python3-pytest python3-pytest-xdist curl psmisc rsync git s3fs
            python3-pil python3-numpy python3-h5py python3-torch python3-torchvision
            dpkg-dev debhelper lintian systemd man-db  # the Debian package test
            gdb)  # the threads of a daemon that hangs, in the failure report

@@ -4,7 +4,8 @@
 # AddressSanitizer + UBSan, then the libFuzzer targets for a short bounded
 # time (OBJMOUNT_FUZZ_SECONDS, default 12 per target), then the integration,
 # fault and loader tests against each real S3 server, s3rver and OpenStack
-# Swift with s3api, both at once (OBJMOUNT_TEST_SERIAL=1: one after the other).
+# Swift with s3api, both at once (OBJMOUNT_TEST_SERIAL=1: one after the other),
+# each on OBJMOUNT_TEST_WORKERS (default 2) pytest-xdist workers.
 #
 #   tools/test.sh                  everything, both servers
 #   tools/test.sh --server swift   the Python suites against one server only
@@ -14,29 +15,32 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+# each header says how far into the run it is printed
+phase() { printf '== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+
 "$root/tools/bootstrap.sh"
 
 build="$root/build"
 asan="$root/build-asan"
 
-echo "== build"
+phase "build"
 [[ -f "$build/build.ninja" ]] || meson setup "$build" --buildtype=debugoptimized >/dev/null
 ninja -C "$build"
 
-echo "== layers: no upward call or include, no circle between files (doc/architecture.md)"
+phase "layers: no upward call or include, no circle between files (doc/architecture.md)"
 "$root/tools/layers.sh" "$build"
 
-echo "== unit tests"
+phase "unit tests"
 meson test -C "$build" --suite unit --print-errorlogs
 
-echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+phase "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 [[ -f "$asan/build.ninja" ]] ||
     meson setup "$asan" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 ninja -C "$asan"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
     meson test -C "$asan" --suite unit --print-errorlogs
 
-echo "== fuzz targets, ${OBJMOUNT_FUZZ_SECONDS:-12} s each (tools/fuzz.sh for longer runs)"
+phase "fuzz targets, ${OBJMOUNT_FUZZ_SECONDS:-12} s each (tools/fuzz.sh for longer runs)"
 "$root/tools/fuzz.sh" "${OBJMOUNT_FUZZ_SECONDS:-12}"
 
 export OBJMOUNT_BUILD_DIR="$build"
@@ -44,13 +48,18 @@ servers=(s3rver swift)
 for a in "$@"; do
     [[ $a == --server || $a == --server=* ]] && servers=(given)
 done
+# Each pass runs its test files on OBJMOUNT_TEST_WORKERS pytest-xdist workers
+# (default 2; 1 runs them in one process), a file whole on one worker so its
+# module fixtures are built once; every worker starts its own servers.
+workers=${OBJMOUNT_TEST_WORKERS:-2}
 run_pass() {
     local s=$1
     shift
-    local server_arg=()
+    local server_arg=() xdist=()
     [[ $s == given ]] || server_arg=(--server "$s")
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "$root/tests" \
-        "${server_arg[@]}" "$@"
+    ((workers > 1)) && xdist=(-n "$workers" --dist loadfile)
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" \
+        "$root/tests" "${server_arg[@]}" "$@"
 }
 
 status=0
@@ -67,18 +76,19 @@ if ((${#servers[@]} > 1)) && [[ -z ${OBJMOUNT_TEST_SERIAL:-} ]]; then
         run_pass "$s" "$@" >"$logs/$s.log" 2>&1 &
         pids+=($!)
     done
-    echo "== integration, fault and loader tests: ${servers[*]} at once"
+    phase "integration, fault and loader tests: ${servers[*]} at once"
     for i in "${!servers[@]}"; do
         rc=0
         wait "${pids[$i]}" || rc=$?
-        echo "== integration, fault and loader tests against ${servers[$i]} (exit $rc)"
+        phase "integration, fault and loader tests against ${servers[$i]} (exit $rc)"
         cat "$logs/${servers[$i]}.log"
         ((rc == 0)) || status=1
     done
 else
     for s in "${servers[@]}"; do
-        echo "== integration, fault and loader tests against ${s/given/the given server}"
+        phase "integration, fault and loader tests against ${s/given/the given server}"
         run_pass "$s" "$@" || status=1
     done
 fi
+phase "done, exit $status"
 exit $status
