@@ -29,24 +29,43 @@ ninja -C "$build" >/dev/null
 mkdir -p "$build/artifacts"
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-failed=()
-for t in "${targets[@]}"; do
-    exe="$build/tests/fuzz/fuzz_$t"
-    [[ -x "$exe" ]] || { echo "fuzz.sh: no target $t" >&2; exit 2; }
-    corpus="$build/corpus/$t"
+# FUZZ_JOBS targets at a time (default: the number of cores); each target's
+# line is printed when it ends
+parallel=${FUZZ_JOBS:-$(nproc)}
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+fuzz_one() {
+    local t=$1
+    local exe="$build/tests/fuzz/fuzz_$t"
+    local corpus="$build/corpus/$t"
     mkdir -p "$corpus"
-    log="$build/fuzz-$t.log"
+    local log="$build/fuzz-$t.log"
     # -timeout: one input taking 10 s is a hang; the outer timeout bounds a stuck run
     if timeout $((seconds + 60)) "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
         "$corpus" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
+        local runs
         runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
         echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds}s, corpus $(ls "$corpus" | wc -l)"
     else
-        failed+=("$t")
+        touch "$results/$t.failed"
         echo "fuzz $t: FAILED (log: $log)"
         grep -aE 'ERROR:|runtime error|SUMMARY|Test unit written' "$log" | head -5 | sed 's/^/    /'
     fi
+}
+for t in "${targets[@]}"; do
+    [[ -x "$build/tests/fuzz/fuzz_$t" ]] || { echo "fuzz.sh: no target $t" >&2; exit 2; }
+done
+for t in "${targets[@]}"; do
+    while (($(jobs -rp | wc -l) >= parallel)); do
+        wait -n || true
+    done
+    fuzz_one "$t" >"$results/$t.out" 2>&1 && cat "$results/$t.out" &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+    [[ -e "$results/$t.failed" ]] && failed+=("$t")
 done
 if ((${#failed[@]})); then
     echo "fuzz.sh: failures in: ${failed[*]}" >&2
