@@ -51,9 +51,22 @@ class Interrupted(KeyboardInterrupt):
     inherit the handler) stop quietly, as they do on SIGINT."""
 
 
+# The signals the handler saw. Python drops an exception raised in some
+# places (an at-fork hook while the DataLoader forks its workers, a lock
+# release inside logging, a finalizer): a Ctrl-C that lands there is kept
+# here, and the next step, or the end of the run, stops as it would have.
+SIGNALS = []
+
 
 def say(msg=""):
     print(msg, flush=True)
+
+
+def step(msg):
+    """Print a step's header, unless a signal was seen and its exception lost."""
+    if SIGNALS:
+        raise Interrupted(SIGNALS[0])
+    say(msg)
 
 
 def mib(n):
@@ -201,7 +214,7 @@ def run(args, work, live):
 
     t = time.monotonic()
     say("work directory %s (removed at the end)" % work)
-    say("[1/6] servers")
+    step("[1/6] servers")
     live["server"] = srv = s3s.S3Server(buckets=[BUCKET], base_dir=work)
     srv.start()
     say("      s3rver (S3 API, checks SigV4) on %s" % srv.endpoint)
@@ -213,7 +226,7 @@ def run(args, work, live):
         say("      AIStore-style gateway on %s: answers object requests with 307 to a "
             "target" % endpoint)
 
-    say("[2/6] seeding bucket %r with boto3" % BUCKET)
+    step("[2/6] seeding bucket %r with boto3" % BUCKET)
     t0 = time.monotonic()
     objects, pixels = make_images(args.classes, args.per_class)
     h5bytes, feats = make_h5(os.path.join(work, "features.h5"))
@@ -225,7 +238,7 @@ def run(args, work, live):
         "chunks, %s) [%.1f s]" % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
                                   time.monotonic() - t0))
 
-    say("[3/6] mounting with objmount")
+    step("[3/6] mounting with objmount")
     mnt = os.path.join(work, "mnt")
     os.mkdir(mnt)
     cache = os.path.join(work, "cache")
@@ -240,7 +253,7 @@ def run(args, work, live):
     say("      %s %s %s -o %s [%.2f s]" % (daemon, BUCKET, mnt, m.options(),
                                            time.monotonic() - t0))
 
-    say("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
+    step("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
         % (mnt, BATCH, WORKERS))
     n, dt = epoch(os.path.join(mnt, "train"), pixels)
     say("      %-42s %4d images in %5.2f s = %6.0f images/s"
@@ -257,7 +270,7 @@ def run(args, work, live):
     if out.returncode != 0:
         raise SystemExit("demo: objmountctl cache stats failed (%d)" % out.returncode)
 
-    say("[5/6] h5py and torch.save through the mount")
+    step("[5/6] h5py and torch.save through the mount")
     n, nbytes, dt = read_h5(os.path.join(mnt, "features.h5"), feats)
     say("      features.h5: %d random 64x64 slices (%s decoded) in %.2f s, all equal"
         % (n, mib(nbytes), dt))
@@ -266,7 +279,7 @@ def run(args, work, live):
     say("      torch.save(resnet18 state dict) + fsync to %s: %s in %.2f s; the stored "
         "object loads equal (boto3)" % (key, mib(size), dt))
 
-    say("[6/6] objmountctl stats %s" % mnt)
+    step("[6/6] objmountctl stats %s" % mnt)
     out = subprocess.run([ctl, "stats", mnt], capture_output=True, text=True, timeout=30)
     for line in (out.stdout + out.stderr).rstrip().splitlines():
         say("      " + line if line else "")
@@ -325,10 +338,10 @@ def main():
     p.add_argument("--per-class", type=int, default=64)
     args = p.parse_args()
 
-    # The handler also notes the signal: a Ctrl-C that lands while the
-    # DataLoader forks its workers raises inside an at-fork hook, where Python
-    # drops the exception; the loader then fails because the workers died.
-    signals = []
+    # The handler also notes the signal (SIGNALS): where Python drops the
+    # exception, the loader may fail because its workers died, or the run
+    # goes on to the next step, which raises it again.
+    signals = SIGNALS
 
     def stop(signum, frame):
         signals.append(signal.Signals(signum).name)
@@ -341,6 +354,8 @@ def main():
     try:
         work = tempfile.mkdtemp(prefix="objmount-demo.")
         run(args, work, live)
+        if signals:  # seen during the last step, its exception lost
+            raise Interrupted(signals[0])
     except KeyboardInterrupt as e:
         say("\ndemo: interrupted (%s); cleaning up" % (str(e) or "SIGINT"))
         status = 130
