@@ -14,11 +14,14 @@ installed objmountctl sees both, `systemd-analyze verify` accepts the
 installed unit with its man pages, and the completion loads. Every mount is
 undone before the namespace ends (a lazy unmount on any exit)."""
 
+import fcntl
 import glob
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import textwrap
 
 import pytest
@@ -43,12 +46,24 @@ def tracked_files():
                                                                                          f))]
 
 
-@pytest.fixture(scope="module")
-def deb(tmp_path_factory):
-    """Build the package in a copy of the tree; the path of objmount_*.deb."""
-    top = tmp_path_factory.mktemp("deb")
+def tree_digest(files):
+    """SHA-256 over the names and bytes of the files the package is built from."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.encode() + b"\0")
+        with open(os.path.join(ROOT, f), "rb") as fh:
+            h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+# One build per tree: the passes against s3rver and Swift (which run at
+# once) and their workers share it, the first builds it under the lock.
+DEB_CACHE = os.path.join(tempfile.gettempdir(), "objmount-test-deb")
+
+
+def build_deb(top, files):
     src = top / "objmount"
-    for f in tracked_files():
+    for f in files:
         dst = src / f
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(os.path.join(ROOT, f), dst)
@@ -63,6 +78,30 @@ def deb(tmp_path_factory):
     debs = glob.glob(str(top / "objmount_*.deb"))
     assert len(debs) == 1, os.listdir(top)
     return debs[0]
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory):
+    """Build the package in a copy of the tree; the path of objmount_*.deb.
+    A package built from the same tracked bytes is taken from DEB_CACHE."""
+    files = tracked_files()
+    digest = tree_digest(files)
+    top = tmp_path_factory.mktemp("deb")
+    os.makedirs(DEB_CACHE, exist_ok=True)
+    with open(os.path.join(DEB_CACHE, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = glob.glob(os.path.join(DEB_CACHE, digest, "objmount_*.deb"))
+        if cached:
+            return shutil.copy2(cached[0], str(top))
+        built = build_deb(top, files)
+        for old in os.listdir(DEB_CACHE):  # one tree's package is kept
+            if old != "lock":
+                shutil.rmtree(os.path.join(DEB_CACHE, old), ignore_errors=True)
+        keep = os.path.join(DEB_CACHE, digest + ".new")
+        os.makedirs(keep)
+        shutil.copy2(built, keep)
+        os.rename(keep, os.path.join(DEB_CACHE, digest))
+        return built
 
 
 def dpkg_field(deb, field):
