@@ -93,6 +93,8 @@ struct om_read_seg {
 };
 
 /* One version of one object, as read through the mount. */
+#define OM_PAST_RUNS 8
+
 struct robj {
     struct om_readers *rs;
     struct om_hnode node; /* in rs->objs while shared (its ETag is known) */
@@ -122,6 +124,10 @@ struct robj {
     bool has_head;
     uint64_t head_ms; /* when that GET ended */
     uint64_t prefetch_bytes; /* what the prefetch fetched of it */
+    /* where streaming handles that have closed began their runs: another
+     * worker's share, which it has read (prefetch_stop) */
+    uint64_t past_runs[OM_PAST_RUNS];
+    unsigned npast;
     uint64_t stashed_ms;     /* when it was stashed (prefetched ones expire) */
 };
 
@@ -591,7 +597,7 @@ static void submit_get(struct om_readers *rs, struct om_read_seg *s)
  * too becomes shared: no single handle's seek cancels it any more.
  * Returns false when memory ran out (prefetch only). */
 static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chunk, uint64_t align,
-                  bool demand)
+                  uint64_t hard_end, bool demand)
 {
     struct robj *o = r->o;
     uint64_t at = off;
@@ -617,7 +623,7 @@ static bool cover(struct om_reader *r, uint64_t off, uint64_t end, uint64_t chun
         uint64_t stop = start + chunk;
         if (align > 1 && stop % align)
             stop += align - stop % align;
-        stop = OM_MIN(stop, OM_MIN(limit, o->size));
+        stop = OM_MIN(stop, OM_MIN(OM_MIN(limit, o->size), hard_end));
         if (stop <= start)
             return true;
         bool cached = false;
@@ -1098,7 +1104,7 @@ int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag
     /* the plan of a first read: nobody's handle, so nobody's to cancel;
      * stashed only afterwards, so that making room cannot drop it */
     struct om_reader ahead = {.rs = rs, .o = o, .window = rs->cfg.prefetch_initial};
-    cover(&ahead, 0, OM_MIN(size, max), rs->cfg.part_size, 1, false);
+    cover(&ahead, 0, OM_MIN(size, max), rs->cfg.part_size, 1, UINT64_MAX, false);
     for (struct om_read_seg *s = o->segs; s; s = s->next) {
         s->starter = NULL;
         o->prefetch_bytes += s->len;
@@ -1290,6 +1296,8 @@ void om_reader_close(struct om_reader *r)
     pthread_mutex_lock(&rs->lock);
     r->closing = true;
     cancel_loading(r, 0, o->nreaders == 1);
+    if (r->seq_run >= OM_READ_STREAMING_RUN && r->run_start > 0)
+        o->past_runs[o->npast++ % OM_PAST_RUNS] = r->run_start;
     /* a reply can end a read before its view is done: the kernel may then
      * release the file while that thread still holds the view */
     while (r->views > 0)
@@ -1386,7 +1394,7 @@ static void fill_memory(struct om_reader *r)
     if (!o->filled_memory)
         rs->st.memory_fills++;
     o->filled_memory = true;
-    cover(r, 0, o->size, rs->cfg.part_size, 1, false);
+    cover(r, 0, o->size, rs->cfg.part_size, 1, UINT64_MAX, false);
     for (struct om_read_seg *s = o->segs; s; s = s->next) {
         if (s->starter == r && s->state == SEG_LOADING)
             s->starter = NULL;
@@ -1408,9 +1416,10 @@ static struct om_read_state read_state(const struct om_reader *r)
     };
 }
 
-static bool cover_range(struct om_reader *r, const struct om_read_range *g, bool demand)
+static bool cover_range(struct om_reader *r, const struct om_read_range *g, uint64_t hard_end,
+                        bool demand)
 {
-    return cover(r, g->off, g->end, g->chunk, g->align, demand);
+    return cover(r, g->off, g->end, g->chunk, g->align, hard_end, demand);
 }
 
 /* End of what the object's segments cover contiguously from end on. */
@@ -1431,18 +1440,24 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
  * prefetch ranges are covered, the frontier moves and a fill may start.
  * Caller holds the lock. */
 /* Where this handle's prefetch stops: the start of another handle's
- * sequential run ahead of it. DataLoader workers that each read their own
- * share of one object otherwise prefetch into the next worker's share,
- * which that worker fetches itself (or already read and dropped): four
- * readers of a 256 MiB object fetched 1.21-1.31x it. Handles reading the
- * same range (two ranks loading one checkpoint) start their runs at the
- * same place and do not stop each other. Caller holds lock. */
+ * sequential run ahead of it, open or closed. DataLoader workers that each
+ * read their own share of one object otherwise prefetch into the next
+ * worker's share, which that worker fetches itself (or already read and
+ * dropped, and may have closed): four readers of a 256 MiB object fetched
+ * 1.21-1.31x it. Handles reading the same range (two ranks loading one
+ * checkpoint) start their runs at the same place and do not stop each
+ * other. Caller holds lock. */
 static uint64_t prefetch_stop(const struct om_reader *r)
 {
     uint64_t stop = UINT64_MAX;
     for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
         if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->pos)
             stop = OM_MIN(stop, x->run_start);
+    }
+    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
+    for (unsigned i = 0; i < n; i++) {
+        if (r->o->past_runs[i] > r->pos)
+            stop = OM_MIN(stop, r->o->past_runs[i]);
     }
     return stop;
 }
@@ -1458,12 +1473,18 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
     r->random_reads = p->next.random_reads;
     if (p->cancel_prefetch)
         cancel_loading(r, p->cancel_from, false);
-    cover_range(r, &p->demand, true);
+    cover_range(r, &p->demand, UINT64_MAX, true);
     struct om_read_range ahead = p->prefetch;
-    if (ahead.off < ahead.end && r->o->nreaders > 1)
-        ahead.end = OM_MIN(ahead.end, OM_MAX(prefetch_stop(r), ahead.off));
+    /* another handle's run ahead: the prefetch ends there exactly, not at
+     * the end of the chunk that reaches it */
+    uint64_t hard_end = UINT64_MAX;
+    if (ahead.off < ahead.end && (r->o->nreaders > 1 || r->o->npast > 0)) {
+        uint64_t stop = prefetch_stop(r);
+        if (stop < ahead.end)
+            ahead.end = hard_end = OM_MAX(stop, ahead.off);
+    }
     if (ahead.off < ahead.end && !r->closing)
-        cover_range(r, &ahead, false);
+        cover_range(r, &ahead, hard_end, false);
     if (p->extend_ahead)
         r->ahead = OM_MAX(r->ahead, covered_from(r->o, end));
     if (p->consider_fill && r->o->cacheable)
@@ -1562,7 +1583,7 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         npinned = 0;
         if (rc < 0)
             break;
-        if (refetch && !cover(r, off, end, end - off, 1, true)) {
+        if (refetch && !cover(r, off, end, end - off, 1, UINT64_MAX, true)) {
             rc = -ENOMEM;
             break;
         }
