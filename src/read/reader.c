@@ -111,6 +111,7 @@ struct robj {
     bool cacheable; /* the data cache may hold blocks of this version */
     struct om_dcache_obj dobj;
     bool filled_memory; /* read at random: fetched whole into the pool (fill_memory) */
+    unsigned random_reads; /* by all its handles, for fill_memory */
     bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
     struct robj *stash_next; /* newer to older */
     /* fetched ahead of an open the prefetch across files expects
@@ -1346,8 +1347,8 @@ static bool wanted_by_other(const struct om_reader *r, const struct om_read_seg 
 static void drop_behind(struct om_reader *r, uint64_t off)
 {
     uint64_t keep = r->rs->cfg.part_size;
-    if (off <= keep)
-        return;
+    if (off <= keep || r->o->filled_memory)
+        return; /* an object filled into memory keeps it all (trim) */
     struct om_read_seg *s = r->o->segs;
     while (s && s->off + s->len <= off - keep) {
         struct om_read_seg *next = s->next;
@@ -1358,10 +1359,15 @@ static void drop_behind(struct om_reader *r, uint64_t off)
 }
 
 /* Keep the number of cached random segments of an object bounded (the
- * bound grows with its handles, up to four times). */
+ * bound grows with its handles, up to four times). An object filled into
+ * memory keeps them: it is bounded by its size, and a segment dropped here
+ * was fetched again by the next fill (four h5py workers of one 256 MiB
+ * file fetched it four times). */
 static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 {
     struct robj *o = r->o;
+    if (o->filled_memory)
+        return;
     int max = MAX_SEGMENTS_PER_READER * OM_MIN(OM_MAX(o->nreaders, 1), 4);
     while (o->nsegs > max) {
         struct om_read_seg *victim = NULL;
@@ -1376,8 +1382,9 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 }
 
 /* Without a data cache, an object read at random (OM_READ_MEMORY_FILL_AFTER
- * random reads by one handle: a few random reads of a large file, as a
- * header or an index, stay exact and cheap) and no larger than
+ * random reads by its handles together, so that four h5py workers of one
+ * file fill it four times sooner than one would: a few random reads of a
+ * large file, as a header or an index, stay exact and cheap) and no larger than
  * FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
  * part-sized prefetch GETs from spare memory, as s3fs-fuse keeps each open
  * object in a local file: its later random reads come from memory, where
@@ -1388,7 +1395,7 @@ static void fill_memory(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
     struct robj *o = r->o;
-    if (r->closing || r->random_reads < OM_READ_MEMORY_FILL_AFTER ||
+    if (r->closing || o->random_reads < OM_READ_MEMORY_FILL_AFTER ||
         o->size > rs->cfg.memory_limit / FILL_MEMORY_SHARE)
         return;
     if (!o->filled_memory)
@@ -1464,8 +1471,10 @@ static uint64_t prefetch_stop(const struct om_reader *r)
 
 static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read_plan *p)
 {
-    if (p->kind == OM_READ_RANDOM)
+    if (p->kind == OM_READ_RANDOM) {
         r->run_start = p->demand.off; /* the next sequential run starts here */
+        r->o->random_reads++;
+    }
     r->window = p->next.window;
     r->streak = p->next.streak;
     r->ahead = p->next.ahead;

@@ -9,7 +9,11 @@ readers and 17.6 MiB held after 150 opens with 8 parallel first reads on
 the code before the fix)."""
 
 import os
+import subprocess
+import sys
 import threading
+
+import pytest
 
 from harness import admin
 from harness.mount import MiB, check_bytes, payload, wait_for
@@ -113,6 +117,70 @@ def test_a_worker_that_read_its_share_and_closed_still_bounds_the_prefetch(mount
         read_run(first.fileno(), MiB, half)
     fetched = admin.stats_json(m.path)["reads"]["get_bytes"] - before["get_bytes"]
     assert fetched <= size + 2 * MiB, "GETs fetched %.2f times the object" % (fetched / size)
+
+
+H5_WORKER = r"""
+import random, sys
+import h5py, numpy as np
+path, seed, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with h5py.File(path, "r") as f:
+    d = f["x"]
+    side = d.shape[0]
+    rng = random.Random(seed)
+    rows, cols = np.arange(64)[:, None], np.arange(64)[None, :]
+    for _ in range(count):
+        r, c = rng.randrange(side - 64), rng.randrange(side - 64)
+        want = ((rows + r) * side + cols + c).astype(np.int32)
+        assert np.array_equal(d[r:r + 64, c:c + 64], want), (r, c)
+"""
+
+
+def test_h5py_workers_of_one_file_keep_it_once_filled(mount, bucket, s3client, tmp_path):
+    """Four h5py processes reading random 64x64 windows of one chunked file
+    (DataLoader workers on one HDF5, issue 23): every window right; once the
+    file is filled into memory, later windows fetch nothing more. Before,
+    a handle that happened to read a few chunks in a row freed what it
+    passed as a streaming reader does, segments were trimmed, and the next
+    fill fetched them again: 4.6x a 256 MiB file in 20 s of
+    tools/bench/h5workers.py."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+    side = 4096
+    local = str(tmp_path / "x.h5")
+    with h5py.File(local, "w") as f:
+        d = f.create_dataset("x", shape=(side, side), dtype="int32", chunks=(128, 128))
+        for r in range(0, side, 512):
+            d[r:r + 512, :] = ((np.arange(r, r + 512)[:, None] * side)
+                               + np.arange(side)[None, :]).astype(np.int32)
+    size = os.path.getsize(local)
+    s3client.upload_file(local, bucket, "x.h5")
+    m = mount(bucket)
+
+    def workers(seed):
+        procs = [subprocess.Popen([sys.executable, "-c", H5_WORKER, m.join("x.h5"),
+                                   str(seed + k), "2000"], stderr=subprocess.PIPE, text=True)
+                 for k in range(4)]
+        errs = [p.communicate(timeout=300)[1] for p in procs]
+        assert all(p.returncode == 0 for p in procs), errs
+
+    def reads():
+        return admin.stats_json(m.path)["reads"]
+
+    # a handle held open all along keeps the object's buffers between the rounds
+    with open(m.join("x.h5"), "rb", buffering=0) as held:
+        assert len(os.pread(held.fileno(), 4096, 0)) == 4096  # its reader joins the object
+        workers(0)
+        assert wait_for(lambda: reads()["memory_fills"] >= 1, 30), reads()
+        assert wait_for(lambda: admin.stats_json(m.path)["memory"]["read_buffer_bytes"]
+                        >= size, 30), admin.stats_json(m.path)["memory"]
+        filled = reads()["get_bytes"]
+        for _ in range(2):
+            # the page cache let go, so every window is a read of the mount
+            os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            workers(100)
+        more = reads()["get_bytes"] - filled
+    assert more <= 0.05 * size, "GETs fetched %.2f times the file after it was filled" % (
+        more / size)
 
 
 def test_an_object_read_at_random_is_filled_into_memory(mount, bucket, s3client):
