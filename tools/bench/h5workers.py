@@ -158,8 +158,6 @@ def one_run(p, pw, fp, ctx, size, args):
         row["mib_from_proxy"] = round(st["bytes"]["to_clients"] / MiB, 1)
         if p.name.startswith("objmount"):
             row.update(sharedmod.objmount_stats(p, mnt))
-            if os.environ.get("H5_STATS"):
-                subprocess.run("%s stats %s --json > %s" % (p.ctl, mnt, os.environ["H5_STATS"]), shell=True)
         return row
     finally:
         problems = peermod.unmount(m, timeout=30)
