@@ -92,9 +92,9 @@ struct om_read_seg {
     struct om_s3_get get;
 };
 
-/* One version of one object, as read through the mount. */
-#define OM_PAST_RUNS 8
+#define OM_PAST_RUNS 8 /* run starts of closed handles an object remembers */
 
+/* One version of one object, as read through the mount. */
 struct robj {
     struct om_readers *rs;
     struct om_hnode node; /* in rs->objs while shared (its ETag is known) */
@@ -1384,8 +1384,8 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
 /* Without a data cache, an object read at random (OM_READ_MEMORY_FILL_AFTER
  * random reads by its handles together, so that four h5py workers of one
  * file fill it four times sooner than one would: a few random reads of a
- * large file, as a header or an index, stay exact and cheap) and no larger than
- * FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
+ * large file, as a header or an index, stay exact and cheap) and no larger
+ * than FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
  * part-sized prefetch GETs from spare memory, as s3fs-fuse keeps each open
  * object in a local file: its later random reads come from memory, where
  * each one was a round trip (46 against s3fs-fuse's 7,605 random 4 KiB
