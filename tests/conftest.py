@@ -77,38 +77,6 @@ def start_server(attempts=3):
             time.sleep(2 * attempt)
 
 
-# pytest-xdist (tools/test.sh runs `-n 2 --dist loadgroup`): the tests of a
-# file that share a module- or session-scoped fixture of their own (a seeded
-# bucket, a built package, a synthetic server) run on one worker, so it is
-# built once; tests/loaders share their data set and mounts. Every other
-# test goes to whichever worker is free, so one long file (the exerciser's
-# three runs) does not hold a pass's end alone. Each worker starts its own
-# s3server and clients, so those do not count, nor do pytest's own.
-PER_WORKER = {"s3server", "s3client", "s3raw"}
-
-
-def xdist_group(item):
-    path = str(item.fspath)
-    if os.sep + "loaders" + os.sep in path:
-        return "loaders"
-    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    for name in item.fixturenames:
-        if name in PER_WORKER:
-            continue
-        for d in defs.get(name, ()):
-            ours = not getattr(d.func, "__module__", "_pytest").startswith(("_pytest", "xdist"))
-            if ours and d.scope != "function":
-                return os.path.basename(path)
-    return None
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def s3server():
     srv = start_server()

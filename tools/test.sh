@@ -48,17 +48,16 @@ servers=(s3rver swift)
 for a in "$@"; do
     [[ $a == --server || $a == --server=* ]] && servers=(given)
 done
-# Each pass runs its tests on OBJMOUNT_TEST_WORKERS pytest-xdist workers
-# (default 2; 1 runs them in one process): tests that share a fixture of their
-# own (a seeded bucket, the loaders' data) on one worker, the rest test by test
-# (tests/conftest.py, xdist_group); every worker starts its own servers.
+# Each pass runs its test files on OBJMOUNT_TEST_WORKERS pytest-xdist workers
+# (default 2; 1 runs them in one process), a file whole on one worker so its
+# module fixtures are built once; every worker starts its own servers.
 workers=${OBJMOUNT_TEST_WORKERS:-2}
 run_pass() {
     local s=$1
     shift
     local server_arg=() xdist=()
     [[ $s == given ]] || server_arg=(--server "$s")
-    ((workers > 1)) && xdist=(-n "$workers" --dist loadgroup)
+    ((workers > 1)) && xdist=(-n "$workers" --dist loadfile)
     /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" \
         "$root/tests" "${server_arg[@]}" "$@"
 }
