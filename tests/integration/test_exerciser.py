@@ -9,8 +9,11 @@
   operations on several files at once; after the last close each stored
   object must equal the exerciser's model, read with boto3 and through a
   fresh mount.
-The long runs (100,000 operations per file, with profile=training and
-through the fault proxy) are in tools/bench (correctness section)."""
+omfsx -P (processes: dup2, children holding descriptors) is in
+test_exerciser_processes.py, a file of its own so that the test command's
+workers run the two long parts side by side. The long runs (100,000
+operations per file, with profile=training and through the fault proxy) are
+in tools/bench (correctness section)."""
 
 import os
 import subprocess
@@ -106,23 +109,3 @@ def test_omfsx_short(rw_mount, bucket, s3client, tmp_path, opts):
                 want = f.read()
             with open(os.path.join(m.path, name), "rb") as f:
                 assert f.read() == want, name
-
-
-def test_omfsx_processes(rw_mount, bucket, s3client, tmp_path):
-    """omfsx -P (issue 22): dup2 and close of the original, children that
-    hold the descriptor and exec, writes past 5 TiB that must fail with
-    EFBIG and leave the last commit stored, 10,000 operations per file;
-    what is stored at the end is the model."""
-    models = str(tmp_path / "models")
-    os.mkdir(models)
-    with rw_mount(bucket) as m:
-        cmd = [tool("omfsx"), "-q", "-P", "-s", "22", "-n", "10000", "-f", "2",
-               "-S", str(2 * MiB), "-w", str(128 * 1024), "-m", models, m.path]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        assert p.returncode == 0, "omfsx failed:\n%s\n%s" % (p.stdout[-6000:], p.stderr[-6000:])
-    for name in sorted(os.listdir(models)):
-        with open(os.path.join(models, name), "rb") as f:
-            want = f.read()
-        got = s3client.get_object(Bucket=bucket, Key=name)["Body"].read()
-        assert len(got) == len(want), name
-        assert got == want, name
