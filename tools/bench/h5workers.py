@@ -132,13 +132,7 @@ def run_workers(path, workers, seconds, work):
 
 
 def one_run(p, pw, fp, ctx, size, args):
-    run_dir = tempfile.mkdtemp(dir=pw)
-    if hasattr(p, "cache_dir"):
-        p.cache_dir = os.path.join(run_dir, "cache")
-        os.makedirs(p.cache_dir)
-    mnt = os.path.join(run_dir, "mnt")
-    m = p.mount(fp.endpoint, mnt, run_dir, os.path.join(pw, "daemon.log"), timeout=60)
-    try:
+    with sharedmod.fresh_mount(p, pw, fp) as (m, mnt, run_dir):
         path = os.path.join(mnt, KEY)
         if os.stat(path).st_size != size:
             raise sharedmod.DataMismatch("%s is %d bytes in the mount, %d uploaded"
@@ -146,24 +140,13 @@ def one_run(p, pw, fp, ctx, size, args):
         ctx.drop_caches()
         ctx.warm("h5")
         fp.reset_stats()
-        try:
-            row = run_workers(path, args.workers, args.seconds, run_dir)
-        except casemod.CaseTimeout:
-            peermod.kill_mount(m)
-            raise
-        if m.proc.poll() is not None:
-            raise casemod.CaseError("the daemon exited with %s" % m.proc.returncode)
+        row = sharedmod.run_on(m, lambda: run_workers(path, args.workers, args.seconds, run_dir))
         st = fp.stats()
         row["gets"] = st["requests"]["by_kind"].get("GetObject", 0)
         row["mib_from_proxy"] = round(st["bytes"]["to_clients"] / MiB, 1)
         if p.name.startswith("objmount"):
             row.update(sharedmod.objmount_stats(p, mnt))
         return row
-    finally:
-        problems = peermod.unmount(m, timeout=30)
-        if problems:
-            log("  %s unmount: %s" % (p.name, "; ".join(problems)))
-        p.after_unmount()
 
 
 def measure(args, work, results):
@@ -184,34 +167,13 @@ def measure(args, work, results):
             % (KEY, side, side, CHUNK, CHUNK, size / MiB, time.monotonic() - t0))
         dsets = {"h5": types.SimpleNamespace(prefix="")}
         ctx = benchmod.Context(work, srv, dsets, drop=True)
-        peers = {}
-        for name in args.peers:
-            p = sharedmod.make_peer(name, args)
-            why = p.available()
-            if why:
-                log("%s: skipped (%s)" % (name, why))
-                results["skipped"][name] = why
-                continue
-            pw = os.path.join(work, name)
-            os.makedirs(pw)
-            p.prepare(fp.endpoint, pw)
-            peers[name] = (p, pw)
-            results["peers"][name] = {"version": p.version(), "settings": p.settings()}
+        peers = sharedmod.prepare_peers(args, work, fp, results)
         for phase in args.phases:
             fp.set_faults(latency=dict(sharedmod.PHASES[phase]))
             for name, (p, pw) in peers.items():
                 row = {"phase": phase, "peer": name, "workers": args.workers}
                 results["runs"].append(row)
-                try:
-                    row.update(one_run(p, pw, fp, ctx, size, args))
-                except sharedmod.DataMismatch as e:
-                    row["error"] = "DATA MISMATCH: %s" % e
-                    log("%s: %s" % (name, row["error"]))
-                    continue
-                except (peermod.MountError, casemod.CaseError, casemod.CaseTimeout,
-                        subprocess.SubprocessError, OSError, ValueError) as e:
-                    row["error"] = str(e)[:300]
-                    log("%s: %s" % (name, row["error"]))
+                if not sharedmod.try_run(row, name, lambda: one_run(p, pw, fp, ctx, size, args)):
                     continue
                 log("%-8s %-17s %9.1f windows/s  %5d GETs, %.1f MiB from the proxy"
                     % (phase, name, row["windows_s"], row["gets"], row["mib_from_proxy"]))

@@ -63,6 +63,7 @@ and SIGTERM/SIGHUP. Must run as root (FUSE mounts, drop_caches).
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -333,14 +334,41 @@ def objmount_stats(p, mnt):
             "read_buffer_limit_bytes": mem.get("read_buffer_limit_bytes")}
 
 
-def one_run(p, pw, fp, ctx, blocks, size, readers, args):
+@contextlib.contextmanager
+def fresh_mount(p, pw, fp):
+    """Mount peer p on a new directory (and, where it has one, an empty cache
+    directory: nothing read before); yields (mount, mount point, run
+    directory) and unmounts on the way out."""
     run_dir = tempfile.mkdtemp(dir=pw)
     if hasattr(p, "cache_dir"):
-        p.cache_dir = os.path.join(run_dir, "cache")  # fresh: nothing read before
+        p.cache_dir = os.path.join(run_dir, "cache")
         os.makedirs(p.cache_dir)
     mnt = os.path.join(run_dir, "mnt")
     m = p.mount(fp.endpoint, mnt, run_dir, os.path.join(pw, "daemon.log"), timeout=60)
     try:
+        yield m, mnt, run_dir
+    finally:
+        problems = peermod.unmount(m, timeout=30)
+        if problems:
+            log("  %s unmount: %s" % (p.name, "; ".join(problems)))
+        p.after_unmount()
+
+
+def run_on(m, fn):
+    """fn() against mount m: a run that times out kills the mount; a daemon
+    that died during the run fails it."""
+    try:
+        row = fn()
+    except casemod.CaseTimeout:
+        peermod.kill_mount(m)
+        raise
+    if m.proc.poll() is not None:
+        raise casemod.CaseError("the daemon exited with %s" % m.proc.returncode)
+    return row
+
+
+def one_run(p, pw, fp, ctx, blocks, size, readers, args):
+    with fresh_mount(p, pw, fp) as (m, mnt, run_dir):
         path = os.path.join(mnt, BIG_KEY)
         st = os.stat(path)  # the lookup, before the clock
         if st.st_size != size:
@@ -348,13 +376,7 @@ def one_run(p, pw, fp, ctx, blocks, size, readers, args):
         ctx.drop_caches()
         ctx.warm("big")
         fp.reset_stats()
-        try:
-            row = run_readers(path, blocks, size, readers, args.timeout, run_dir)
-        except casemod.CaseTimeout:
-            peermod.kill_mount(m)
-            raise
-        if m.proc.poll() is not None:
-            raise casemod.CaseError("the daemon exited with %s" % m.proc.returncode)
+        row = run_on(m, lambda: run_readers(path, blocks, size, readers, args.timeout, run_dir))
         pst = fp.stats()
         row["gets"] = pst["requests"]["by_kind"].get("GetObject", 0)
         row["proxy_amplification"] = round(pst["bytes"]["to_clients"] / size, 3)
@@ -364,11 +386,40 @@ def one_run(p, pw, fp, ctx, blocks, size, readers, args):
             if om.get("om_get_bytes") is not None:
                 row["get_amplification"] = round(om["om_get_bytes"] / size, 3)
         return row
-    finally:
-        problems = peermod.unmount(m, timeout=30)
-        if problems:
-            log("  %s unmount: %s" % (p.name, "; ".join(problems)))
-        p.after_unmount()
+
+
+def prepare_peers(args, work, fp, results):
+    """{name: (peer, its work directory)} of the peers that are installed;
+    the others are recorded as skipped."""
+    peers = {}
+    for name in args.peers:
+        p = make_peer(name, args)
+        why = p.available()
+        if why:
+            log("%s: skipped (%s)" % (name, why))
+            results["skipped"][name] = why
+            continue
+        pw = os.path.join(work, name)
+        os.makedirs(pw)
+        p.prepare(fp.endpoint, pw)
+        peers[name] = (p, pw)
+        results["peers"][name] = {"version": p.version(), "settings": p.settings()}
+    return peers
+
+
+def try_run(row, name, fn):
+    """row.update(fn()); a failed run is recorded in row (a DATA MISMATCH
+    marked so) and logged. True when the run succeeded."""
+    try:
+        row.update(fn())
+        return True
+    except DataMismatch as e:
+        row["error"] = "DATA MISMATCH: %s" % e
+    except (peermod.MountError, casemod.CaseError, casemod.CaseTimeout,
+            subprocess.SubprocessError, OSError, ValueError) as e:
+        row["error"] = str(e)[:300]
+    log("%s: %s" % (name, row["error"]))
+    return False
 
 
 def measure(args, work, results):
@@ -381,19 +432,7 @@ def measure(args, work, results):
         size = args.size_mib * MiB
         results["meta"].update(big_md5=md5, seed_s=round(time.monotonic() - t0, 1))
         ctx = benchmod.Context(work, srv, dsets, drop=True)
-        peers = {}
-        for name in args.peers:
-            p = make_peer(name, args)
-            why = p.available()
-            if why:
-                log("%s: skipped (%s)" % (name, why))
-                results["skipped"][name] = why
-                continue
-            pw = os.path.join(work, name)
-            os.makedirs(pw)
-            p.prepare(fp.endpoint, pw)
-            peers[name] = (p, pw)
-            results["peers"][name] = {"version": p.version(), "settings": p.settings()}
+        peers = prepare_peers(args, work, fp, results)
         for phase in args.phases:
             fp.set_faults(latency=dict(PHASES[phase]))
             for n in args.readers:
@@ -410,16 +449,8 @@ def measure(args, work, results):
                 for name, (p, pw) in peers.items():
                     row = {"phase": phase, "readers": n, "peer": name}
                     results["runs"].append(row)
-                    try:
-                        row.update(one_run(p, pw, fp, ctx, blocks, size, n, args))
-                    except DataMismatch as e:
-                        row["error"] = "DATA MISMATCH: %s" % e
-                        log("%s: %s" % (name, row["error"]))
-                        continue
-                    except (peermod.MountError, casemod.CaseError, casemod.CaseTimeout,
-                            subprocess.SubprocessError, OSError, ValueError) as e:
-                        row["error"] = str(e)[:300]
-                        log("%s: %s" % (name, row["error"]))
+                    if not try_run(row, name, lambda: one_run(p, pw, fp, ctx, blocks, size,
+                                                              n, args)):
                         continue
                     extra = ""
                     if row.get("get_amplification") is not None:
