@@ -78,6 +78,7 @@ void om_meta_free(struct om_meta *m)
             mi_inode_release(m, m->inodes.slots[k]);
     }
     mi_table_destroy(&m->inodes);
+    free(m->links);
     pthread_mutex_destroy(&m->lock);
     free(m->prefix);
     free(m);

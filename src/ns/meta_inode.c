@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "objmount/hash.h"
 #include "objmount/log.h"
 #include "objmount/util.h"
 #include "meta_int.h"
@@ -126,8 +127,62 @@ void mi_inode_unref(struct om_meta *m, struct inode *i)
     }
 }
 
+/* At most this many symlink names are remembered (512 KiB of hashes). */
+#define MI_LINKS_MAX (1u << 15)
+
+static uint64_t link_hash(const char *dirkey, const char *name)
+{
+    uint64_t h = om_hash_bytes(dirkey, strlen(dirkey));
+    h = om_hash_u64(h ^ om_hash_bytes(name, strlen(name)));
+    return h ? h : 1; /* 0 marks a free slot */
+}
+
+void mi_links_add(struct om_meta *m, const char *dirkey, const char *name)
+{
+    uint64_t h = link_hash(dirkey, name);
+    if (mi_links_has(m, dirkey, name) || m->nlinks >= MI_LINKS_MAX)
+        return;
+    if (2 * (m->nlinks + 1) > m->links_cap) {
+        size_t cap = m->links_cap ? 2 * m->links_cap : 64;
+        uint64_t *v = calloc(cap, sizeof(*v));
+        if (!v)
+            return; /* not remembered: a listing may show it as a file */
+        mi_mem_charge(&m->mem, v);
+        for (size_t k = 0; k < m->links_cap; k++) {
+            size_t j = m->links[k] & (cap - 1);
+            while (m->links[k] && v[j])
+                j = (j + 1) & (cap - 1);
+            if (m->links[k])
+                v[j] = m->links[k];
+        }
+        mi_mem_free(&m->mem, m->links);
+        m->links = v;
+        m->links_cap = cap;
+    }
+    size_t j = h & (m->links_cap - 1);
+    while (m->links[j])
+        j = (j + 1) & (m->links_cap - 1);
+    m->links[j] = h;
+    m->nlinks++;
+}
+
+bool mi_links_has(const struct om_meta *m, const char *dirkey, const char *name)
+{
+    if (!m->nlinks)
+        return false;
+    uint64_t h = link_hash(dirkey, name);
+    for (size_t j = h & (m->links_cap - 1); m->links[j]; j = (j + 1) & (m->links_cap - 1)) {
+        if (m->links[j] == h)
+            return true;
+    }
+    return false;
+}
+
 void mi_inode_free(struct om_meta *m, struct inode *i)
 {
+    const struct inode_extra *x = mi_extra_if(i);
+    if (i->linked && !i->is_dir && i->has_mode && x && S_ISLNK(x->meta_mode))
+        mi_links_add(m, i->parent->d->key, mi_name(i));
     unlink_node(i);
     mi_table_del(&m->inodes, i, false);
     m->st.inodes--;

@@ -244,6 +244,13 @@ struct om_meta {
     bool reclaim_running, reclaim_stopping;
     pthread_cond_t reclaim_cond;
     size_t clock_hand; /* next slot of m->inodes the reclaim looks at */
+    /* Names known to be symlinks, kept after their inodes are freed (a
+     * hash of each key; mi_links_*): a listing cannot tell a symlink from
+     * a file, and once the kernel forgot one this mount made or looked up
+     * (drop_caches, memory pressure, the budget's reclaim), readdirplus
+     * handed it out as a regular file (cp -a, then diff -r). */
+    uint64_t *links; /* open addressing, 0 free */
+    size_t nlinks, links_cap;
 };
 
 /* A name in dir was made, changed or removed through the mount. */
@@ -258,6 +265,14 @@ static inline const char *mi_name(const struct inode *i)
     const char *longer = i->is_dir ? i->d->x.name : i->x ? i->x->name : NULL;
     return longer ? longer : i->name_inline;
 }
+
+/* Remember that dirkey + name is a symlink (at most MI_LINKS_MAX names;
+ * past that, nothing more is remembered). Caller holds m->lock. */
+void mi_links_add(struct om_meta *m, const char *dirkey, const char *name);
+/* Was dirkey + name a symlink when this mount last knew it? A name that
+ * was replaced since, or a hash collision, answers true too: the caller
+ * then asks the store (one HEAD), never trusts this for the type. */
+bool mi_links_has(const struct om_meta *m, const char *dirkey, const char *name);
 
 /* The extra of i, allocated when missing; NULL on ENOMEM. */
 struct inode_extra *mi_extra(struct om_meta *m, struct inode *i);

@@ -154,7 +154,11 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 continue;
             }
             struct inode *known = plus ? mi_child_get(d->dir, e->name) : NULL;
-            if (plus && mi_meta_by_lookup(m, e->is_dir) &&
+            /* a name this mount knew as a symlink, its inode since freed */
+            bool was_link = plus && !e->is_dir && !known &&
+                            m->cfg.metadata != OM_META_LISTING &&
+                            mi_links_has(m, d->dir->d->key, e->name);
+            if (plus && (was_link || mi_meta_by_lookup(m, e->is_dir)) &&
                 !(known && known->meta_known && known->is_dir == e->is_dir)) {
                 /* no attributes: the kernel looks the name up, which reads its
                  * metadata (metadata=head) */
