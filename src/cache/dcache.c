@@ -395,9 +395,9 @@ static uint64_t remove_block(struct om_dcache *dc, const unsigned char kh[16],
 
 /* Read and check one block into dst. 0, -ENOENT (not there) or -EBADMSG
  * (there but bad: removed). */
-static int read_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i, char *dst)
+/* Open block i of o: an fd, or -ENOENT (not cached) / -EBADMSG. */
+static int open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i)
 {
-    uint64_t len = block_len(o, i);
     char *p = block_path(dc, o->kh, o->eh, i);
     if (!p)
         return -ENOMEM;
@@ -405,6 +405,13 @@ static int read_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint6
     free(p);
     if (fd < 0)
         return errno == ENOENT ? -ENOENT : -EBADMSG;
+    return fd;
+}
+
+/* Read block i from fd (open_block) into dst and check it; closes fd. */
+static int read_block(const struct om_dcache_obj *o, uint64_t i, int fd, char *dst)
+{
+    uint64_t len = block_len(o, i);
     struct stat sb;
     struct hdr h;
     struct iovec iov[2] = {{&h, HDR}, {dst, (size_t)len}};
@@ -580,28 +587,51 @@ static void store_blocks(struct om_dcache *dc, struct job *j)
     }
 }
 
+/* Blocks opened ahead of the one being read: their reads from disk are
+ * started at once (POSIX_FADV_WILLNEED), so a segment of several blocks is
+ * read with that many I/Os in flight, not one after the other. */
+#define LOAD_AHEAD 16
+
 static int load_blocks(struct om_dcache *dc, struct job *j)
 {
     uint64_t bytes = 0;
-    for (uint64_t i = j->first; i < j->first + j->n; i++) {
-        int rc = read_block(dc, &j->obj, i, j->buf + (i - j->first) * OM_DCACHE_BLOCK);
-        if (rc) {
-            uint64_t key = policy_key(j->obj.kh, j->obj.eh, i);
-            if (rc == -EBADMSG) {
-                char khx[33];
-                om_hex(j->obj.kh, 16, khx);
-                om_warn("data cache: block %" PRIu64 " of object %.12s… failed its check "
-                        "(corrupt, truncated or foreign): removed, read from the store",
-                        i, khx);
-            }
-            remove_block(dc, j->obj.kh, j->obj.eh, i, key);
-            pthread_mutex_lock(&dc->lock);
-            if (rc == -EBADMSG)
-                dc->st.corrupt++;
-            pthread_mutex_unlock(&dc->lock);
-            return rc == -ENOENT ? -ENOENT : -EIO;
+    int fds[LOAD_AHEAD];
+    uint64_t opened = j->first; /* blocks [i, opened) have fds[k % LOAD_AHEAD] */
+    int rc = 0;
+    uint64_t i = j->first;
+    for (; i < j->first + j->n; i++) {
+        while (opened < j->first + j->n && opened < i + LOAD_AHEAD) {
+            int fd = open_block(dc, &j->obj, opened);
+            if (fd < 0)
+                break; /* read_block of that one reports it */
+            posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+            fds[opened % LOAD_AHEAD] = fd;
+            opened++;
         }
+        int fd = i < opened ? fds[i % LOAD_AHEAD] : open_block(dc, &j->obj, i);
+        opened = OM_MAX(opened, i + 1); /* i's fd is taken now */
+        rc = fd < 0 ? fd : read_block(&j->obj, i, fd, j->buf + (i - j->first) * OM_DCACHE_BLOCK);
+        if (rc)
+            break;
         bytes += block_len(&j->obj, i);
+    }
+    for (uint64_t k = i + 1; k < opened; k++)
+        close(fds[k % LOAD_AHEAD]);
+    if (rc) {
+        uint64_t key = policy_key(j->obj.kh, j->obj.eh, i);
+        if (rc == -EBADMSG) {
+            char khx[33];
+            om_hex(j->obj.kh, 16, khx);
+            om_warn("data cache: block %" PRIu64 " of object %.12s… failed its check "
+                    "(corrupt, truncated or foreign): removed, read from the store",
+                    i, khx);
+        }
+        remove_block(dc, j->obj.kh, j->obj.eh, i, key);
+        pthread_mutex_lock(&dc->lock);
+        if (rc == -EBADMSG)
+            dc->st.corrupt++;
+        pthread_mutex_unlock(&dc->lock);
+        return rc == -ENOENT ? -ENOENT : -EIO;
     }
     pthread_mutex_lock(&dc->lock);
     dc->st.hits += j->n;
