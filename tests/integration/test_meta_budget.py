@@ -248,3 +248,29 @@ def test_a_working_directory_under_a_tiny_budget_stays(twenty_thousand, rw_mount
     assert child.returncode == 0, err
     cwd, n = out.split()
     assert cwd == where and int(n) == 0, out
+
+
+def test_a_symlink_stays_one_after_the_budget_drops_it(twenty_thousand, rw_mount):
+    """A listing cannot tell a symlink from a file. Once the budget's reclaim
+    had made the kernel forget a symlink this mount made (memory pressure or
+    another process's drop_caches do the same), the next listing handed it
+    out as a regular file whose bytes were the link's target (issue 22's
+    `cp -a` flake: sub/uplink seen as a file by `diff -r`)."""
+    bucket, objects = twenty_thousand
+    m = rw_mount(bucket, "metadata_memory=1M")
+    link = m.join("b02", "zz-link")
+    os.symlink("f0001.dat", link)
+    try:
+        for _ in range(2):  # the reclaim forgets names not used since
+            walk_all(m)
+        st = wait_under_budget(m, 1 * MiB)
+        assert st["invalidations"] > 0, st
+        out = subprocess.run(["ls", "-l", m.join("b02")], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+        line = [x for x in out.splitlines() if " zz-link" in x]
+        assert len(line) == 1 and line[0].startswith("l"), line
+        assert os.readlink(link) == "f0001.dat"
+        with open(link, "rb") as f:
+            check_bytes(f.read(), objects[small_key(2, 1)], "through the link")
+    finally:
+        os.unlink(link)

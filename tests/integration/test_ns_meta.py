@@ -19,7 +19,6 @@ import time
 
 import pytest
 
-from harness import admin
 from harness.mount import check_object, payload, seed
 from harness.trees import exists, keys
 
@@ -268,35 +267,6 @@ def test_rename_of_a_symlink_moves_the_link(rw_mount, bucket, s3client):
     assert os.readlink(m.join("b")) == "t"
     assert meta_of(s3client, bucket, "b").get("mode") == S_IFLNK_0777
     assert keys(s3client, bucket) == ["b"]
-
-
-def test_symlinks_stay_symlinks_after_the_kernel_forgets_them(rw_mount, bucket):
-    """A listing cannot tell a symlink from a file. Once the kernel had
-    forgotten symlinks this mount made (drop_caches here; memory pressure
-    or a metadata budget do the same), readdirplus handed them out from the
-    next listing as regular files: `cp -a` then `diff -r` on a busy machine
-    saw sub/uplink as a file with the link's target as its bytes."""
-    m = rw_mount(bucket)
-    os.makedirs(m.join("d", "sub"))
-    with open(m.join("d", "a.txt"), "w") as f:
-        f.write("a\n")
-    os.symlink("a.txt", m.join("d", "ln"))
-    os.symlink("../a.txt", m.join("d", "sub", "uplink"))
-    before = admin.stats_json(m.path)["metadata"]["inodes"]
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("2\n")  # the kernel forgets every inode nobody holds
-    after = admin.stats_json(m.path)["metadata"]["inodes"]
-    assert after < before, "the kernel forgot nothing (%d -> %d inodes)" % (before, after)
-    r = subprocess.run(["ls", "-l", m.join("d"), m.join("d", "sub")], capture_output=True,
-                       text=True, check=True, timeout=60)
-    kinds = {line.split()[-3] if " -> " in line else line.split()[-1]: line[0]
-             for line in r.stdout.splitlines() if line and line[0] in "-ld"}
-    assert kinds == {"a.txt": "-", "ln": "l", "sub": "d", "uplink": "l"}, r.stdout
-    for p, target in ((m.join("d", "ln"), "a.txt"), (m.join("d", "sub", "uplink"), "../a.txt")):
-        assert stat.S_ISLNK(os.lstat(p).st_mode), p
-        assert os.readlink(p) == target
-    with open(m.join("d", "sub", "uplink")) as f:
-        assert f.read() == "a\n"
 
 
 def test_hard_link_is_enotsup(rw_mount, bucket, s3client):
