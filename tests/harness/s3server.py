@@ -104,6 +104,17 @@ def kill_group(pid, timeout=5.0):
             time.sleep(0.02)
 
 
+def unlimited_retry_quota():
+    """botocore's standard retry mode gives each client a quota of 500
+    tokens and takes 5 per retried error: a storm of 503s on a loaded machine
+    (Swift answering "Please reduce your request rate" while 20,000 keys were
+    seeded) emptied a session's client, and every later set-up call failed at
+    its first 503 without a retry. Test clients retry each call up to their
+    attempts, whatever came before."""
+    from botocore.retries import quota
+    quota.RetryQuota.__init__.__defaults__ = (1 << 40, None)
+
+
 class S3ServerError(RuntimeError):
     pass
 
@@ -254,6 +265,8 @@ class S3Server:
         from botocore.config import Config
 
         cfg = {"s3": {"addressing_style": "path"}, "signature_version": "s3v4"}
+        if retries:
+            unlimited_retry_quota()
         if retries == 0:
             cfg["retries"] = {"total_max_attempts": 1}
         elif retries is not None:
