@@ -84,6 +84,15 @@ typedef void om_dcache_done_fn(void *ud, int rc);
  * before this returns. */
 int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
                     uint64_t n, char *buf, om_dcache_done_fn *done, void *ud);
+/* Open block i of o to read it straight from its file (a reply spliced
+ * from it: no copy into memory): an fd whose bytes [*data_off, *data_off +
+ * the block's length) are the block, or -ENOENT / -EBADMSG (the block is
+ * dropped: fetch it from the store) / -ENOMEM. The block is verified
+ * (header and CRC32C, over a read-only mapping) the first time this mount
+ * opens its file, and again when the file is another one since (a new
+ * inode or change time). Counts a hit; the caller closes the fd. */
+int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
+                         uint64_t *data_off);
 /* Offer blocks [first, first+n) held in buf (object offset first * BLOCK;
  * the last block may be the object's short tail) for storing. Returns
  * false when none will be stored (done is not called); else done(ud, rc)

@@ -109,6 +109,13 @@ struct om_read_view {
     struct om_read_seg **segs;
     struct iovec few_iov[OM_READ_VIEW_FEW];
     struct om_read_seg *few_segs[OM_READ_VIEW_FEW];
+    /* or (nfd > 0) the bytes come straight from data cache block files:
+     * fd[k] from offset fd_off[k], fd_len[k] bytes (a reply spliced from
+     * them); om_reader_view_done closes them */
+    int nfd;
+    int fd[2];
+    uint64_t fd_off[2];
+    size_t fd_len[2];
 };
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v);
 void om_reader_view_done(struct om_reader *r, struct om_read_view *v);
@@ -134,6 +141,7 @@ struct om_readers_stats {
     uint64_t lookup_get_hits; /* of those, opened and read from memory */
     uint64_t lookup_heads;    /* ... HEADed instead: few lookups were opens */
     uint64_t cache_loads;     /* segments read from the data cache */
+    uint64_t cache_file_reads; /* reads replied straight from data cache files */
     uint64_t cache_fills;     /* randomly read objects fetched whole into it */
     uint64_t cache_fill_bytes;
     uint64_t memory_fills;    /* ... into memory, without a data cache */

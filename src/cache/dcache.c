@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -70,6 +71,15 @@ struct om_dcache {
     uint64_t tmp_seq;
     uint64_t free_checked_ms;
     bool disk_short; /* the filesystem is below min_free_space */
+    /* Block files this mount has verified (om_dcache_open_block), by policy
+     * key, direct-mapped: a block is checked the first time it is opened
+     * here, and again when its file is another one (replaced, or changed:
+     * its inode number or change time differ) or its slot was taken. */
+    struct verified {
+        uint64_t key, ino;
+        int64_t ctime_ns;
+    } *verified;
+    size_t verified_mask;
     struct om_dcache_stats st;
 };
 
@@ -587,6 +597,24 @@ static void store_blocks(struct om_dcache *dc, struct job *j)
     }
 }
 
+/* Drop block i after a failed check (as a failed load does). */
+static void drop_bad_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i, int rc)
+{
+    uint64_t key = policy_key(o->kh, o->eh, i);
+    if (rc == -EBADMSG) {
+        char khx[33];
+        om_hex(o->kh, 16, khx);
+        om_warn("data cache: block %" PRIu64 " of object %.12s… failed its check "
+                "(corrupt, truncated or foreign): removed, read from the store",
+                i, khx);
+    }
+    remove_block(dc, o->kh, o->eh, i, key);
+    pthread_mutex_lock(&dc->lock);
+    if (rc == -EBADMSG)
+        dc->st.corrupt++;
+    pthread_mutex_unlock(&dc->lock);
+}
+
 /* Blocks opened ahead of the one being read: their reads from disk are
  * started at once (POSIX_FADV_WILLNEED), so a segment of several blocks is
  * read with that many I/Os in flight, not one after the other. */
@@ -618,19 +646,7 @@ static int load_blocks(struct om_dcache *dc, struct job *j)
     for (uint64_t k = i + 1; k < opened; k++)
         close(fds[k % LOAD_AHEAD]);
     if (rc) {
-        uint64_t key = policy_key(j->obj.kh, j->obj.eh, i);
-        if (rc == -EBADMSG) {
-            char khx[33];
-            om_hex(j->obj.kh, 16, khx);
-            om_warn("data cache: block %" PRIu64 " of object %.12s… failed its check "
-                    "(corrupt, truncated or foreign): removed, read from the store",
-                    i, khx);
-        }
-        remove_block(dc, j->obj.kh, j->obj.eh, i, key);
-        pthread_mutex_lock(&dc->lock);
-        if (rc == -EBADMSG)
-            dc->st.corrupt++;
-        pthread_mutex_unlock(&dc->lock);
+        drop_bad_block(dc, &j->obj, i, rc);
         return rc == -ENOENT ? -ENOENT : -EIO;
     }
     pthread_mutex_lock(&dc->lock);
@@ -943,6 +959,14 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     om_dpolicy_set_aging(dc->policy, OM_MAX(2 * (dc->limit / OM_DCACHE_BLOCK), (uint64_t)1024));
     trim_to_limit(dc);
     dc->st.size_bytes = usage_add(dc, 0);
+    size_t nv = 1024; /* one slot per block of the bound, at most 2^17 (3 MiB) */
+    while (nv < dc->limit / OM_DCACHE_BLOCK && nv < ((size_t)1 << 17))
+        nv *= 2;
+    if (!(dc->verified = calloc(nv, sizeof(*dc->verified)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    dc->verified_mask = nv - 1;
     int want = cfg->threads > 0 ? cfg->threads : 4;
     for (int i = 0; i < want && i < 8; i++) {
         if (pthread_create(&dc->threads[i], NULL, worker_main, dc) != 0)
@@ -982,6 +1006,7 @@ void om_dcache_free(struct om_dcache *dc)
         om_htable_destroy(&dc->names);
     }
     om_dpolicy_free(dc->policy);
+    free(dc->verified);
     if (dc->usage_fd >= 0)
         close(dc->usage_fd);
     pthread_cond_destroy(&dc->cond);
@@ -1058,6 +1083,65 @@ void om_dcache_put(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t
     struct job j = {.kind = J_STORE, .obj = *o, .first = first, .n = n, .buf = (char *)buf};
     if (storing)
         store_blocks(dc, &j);
+}
+
+/* Check block i's file in place (mapped, not copied): header and CRC32C. */
+static int check_mapped(const struct om_dcache_obj *o, uint64_t i, int fd, uint64_t len)
+{
+    void *p = mmap(NULL, HDR + len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return -EBADMSG;
+    struct hdr h;
+    memcpy(&h, p, sizeof(h));
+    int rc = memcmp(h.magic, MAGIC, 8) != 0 ||
+                     h.hcrc != om_crc32c(0, &h, offsetof(struct hdr, hcrc)) ||
+                     memcmp(h.id, o->id, sizeof(h.id)) != 0 || h.index != i || h.len != len ||
+                     h.crc != om_crc32c(0, (const char *)p + HDR, (size_t)len)
+                 ? -EBADMSG
+                 : 0;
+    munmap(p, HDR + len);
+    return rc;
+}
+
+int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
+                         uint64_t *data_off)
+{
+    uint64_t len = block_len(o, i);
+    int fd = open_block(dc, o, i);
+    if (fd < 0) {
+        if (fd != -ENOMEM)
+            drop_bad_block(dc, o, i, fd); /* forget it: the store has it */
+        return fd;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != HDR + len) {
+        close(fd);
+        drop_bad_block(dc, o, i, -EBADMSG);
+        return -EBADMSG;
+    }
+    uint64_t key = policy_key(o->kh, o->eh, i);
+    int64_t ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
+    pthread_mutex_lock(&dc->lock);
+    struct verified *v = &dc->verified[om_hash_u64(key) & dc->verified_mask];
+    bool known = v->key == key && v->ino == (uint64_t)sb.st_ino && v->ctime_ns == ctime_ns;
+    pthread_mutex_unlock(&dc->lock);
+    if (!known) {
+        int rc = check_mapped(o, i, fd, len);
+        if (rc) {
+            close(fd);
+            drop_bad_block(dc, o, i, rc);
+            return rc;
+        }
+        pthread_mutex_lock(&dc->lock);
+        *v = (struct verified){.key = key, .ino = (uint64_t)sb.st_ino, .ctime_ns = ctime_ns};
+        pthread_mutex_unlock(&dc->lock);
+    }
+    pthread_mutex_lock(&dc->lock);
+    dc->st.hits++;
+    dc->st.hit_bytes += len;
+    pthread_mutex_unlock(&dc->lock);
+    *data_off = HDR;
+    return fd;
 }
 
 int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,

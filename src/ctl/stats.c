@@ -529,6 +529,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "lookup_heads", n->rd.lookup_heads);
     om_json_u64(&j, "lookup_pool_answers", n->rd.lookup_pool_answers);
     om_json_u64(&j, "cache_loads", n->rd.cache_loads);
+    om_json_u64(&j, "cache_file_reads", n->rd.cache_file_reads);
     om_json_u64(&j, "cache_fills", n->rd.cache_fills);
     om_json_u64(&j, "cache_fill_bytes", n->rd.cache_fill_bytes);
     om_json_u64(&j, "memory_fills", n->rd.memory_fills);

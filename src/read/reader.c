@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
@@ -110,6 +111,9 @@ struct robj {
     int stores;  /* segments the data cache is still copying */
     bool cacheable; /* the data cache may hold blocks of this version */
     struct om_dcache_obj dobj;
+    /* every block is in the data cache: reads are replied straight from the
+     * block files (view_from_files), not through read buffers */
+    bool from_files;
     bool filled_memory; /* read at random: fetched whole into the pool (fill_memory) */
     unsigned random_reads; /* by all its handles, for fill_memory */
     bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
@@ -190,6 +194,8 @@ struct om_reader {
     unsigned random_reads;
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
     uint64_t run_start; /* where the handle's current sequential run began */
+    uint64_t file_block; /* 1 + the last block view_from_files counted an access of */
+    bool files_checked;  /* all_in_files looked at the object for this handle */
     bool closing;
 };
 
@@ -1502,6 +1508,54 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
         fill_memory(r);
 }
 
+/* Open the block files that hold [off, off+len) of a wholly cached object
+ * into v (at most two: a read is at most one block long). 0, or -errno
+ * with nothing left open. No lock held. */
+static int view_from_files(struct om_reader *r, uint64_t off, size_t len, struct om_read_view *v)
+{
+    struct om_dcache *dc = r->rs->cfg.dcache;
+    uint64_t end = off + len;
+    int rc = 0;
+    for (uint64_t at = off; at < end && !rc;) {
+        uint64_t b = at / OM_DCACHE_BLOCK;
+        uint64_t n = OM_MIN(end, (b + 1) * OM_DCACHE_BLOCK) - at, data_off = 0;
+        if (v->nfd == 2)
+            rc = -E2BIG;
+        int fd = rc ? rc : om_dcache_open_block(dc, &r->o->dobj, b, &data_off);
+        if (fd < 0) {
+            rc = fd;
+            break;
+        }
+        v->fd[v->nfd] = fd;
+        v->fd_off[v->nfd] = data_off + (at - b * OM_DCACHE_BLOCK);
+        v->fd_len[v->nfd] = (size_t)n;
+        v->nfd++;
+        at += n;
+    }
+    if (rc) {
+        while (v->nfd > 0)
+            close(v->fd[--v->nfd]);
+    }
+    return rc;
+}
+
+/* Is every block of r's object in the data cache? Checked at the first
+ * read of each handle (blocks stored since an earlier handle read it
+ * count), then trusted until a block turns out missing. Caller holds
+ * lock. */
+static bool all_in_files(struct om_readers *rs, struct om_reader *r)
+{
+    struct robj *o = r->o;
+    if (!r->files_checked) {
+        r->files_checked = true;
+        bool cached = false;
+        uint64_t nb = om_dcache_blocks(&o->dobj);
+        o->from_files = o->cacheable && o->size > 0 &&
+                        om_dcache_peek(rs->cfg.dcache, &o->dobj, 0, nb, &cached) == nb && cached;
+    }
+    return o->from_files;
+}
+
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v)
 {
     struct robj *o = r->o;
@@ -1525,6 +1579,32 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
             break;
         }
         at = s->off + s->len;
+    }
+    if (!hit && all_in_files(rs, r)) {
+        /* one access per block for the cache's policy, as cover() counts */
+        for (uint64_t b = off / OM_DCACHE_BLOCK; b <= (end - 1) / OM_DCACHE_BLOCK; b++) {
+            bool cached;
+            if (b + 1 != r->file_block)
+                om_dcache_run(rs->cfg.dcache, &o->dobj, b, 1, &cached);
+            r->file_block = b + 1;
+        }
+        r->views++; /* close waits for this view */
+        pthread_mutex_unlock(&rs->lock);
+        int frc = view_from_files(r, off, len, v);
+        pthread_mutex_lock(&rs->lock);
+        if (frc == 0) {
+            rs->st.hits++;
+            rs->st.cache_file_reads++;
+            v->off = off;
+            v->len = len;
+            v->segs = v->few_segs; /* counted: view_done gives the view back */
+            pthread_mutex_unlock(&rs->lock);
+            return (ssize_t)len;
+        }
+        /* a block is gone or bad: buffers and GETs from here on */
+        o->from_files = false;
+        r->views--;
+        pthread_cond_broadcast(&rs->cond);
     }
     if (hit)
         rs->st.hits++;
@@ -1648,6 +1728,8 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
         pthread_cond_broadcast(&rs->cond);
     }
     pthread_mutex_unlock(&rs->lock);
+    for (int k = 0; k < v->nfd; k++)
+        close(v->fd[k]);
     if (v->segs && v->segs != v->few_segs)
         free(v->segs);
     if (v->iov && v->iov != v->few_iov)
@@ -1665,6 +1747,11 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
     for (int i = 0; i < v.n; i++) {
         memcpy(buf + at, v.iov[i].iov_base, v.iov[i].iov_len);
         at += v.iov[i].iov_len;
+    }
+    for (int k = 0; k < v.nfd && rc > 0; k++) {
+        if (pread(v.fd[k], buf + at, v.fd_len[k], (off_t)v.fd_off[k]) != (ssize_t)v.fd_len[k])
+            rc = -EIO;
+        at += v.fd_len[k];
     }
     om_reader_view_done(r, &v);
     return rc;

@@ -135,6 +135,33 @@ def test_corrupt_truncated_and_foreign_blocks_are_dropped_and_fetched_again(
     assert "failed its check" in m.log
 
 
+def test_a_wholly_cached_object_is_read_from_its_block_files_and_checked_again_if_changed(
+        rw_mount, bucket, dataset, cache_dir):
+    """An object whose blocks are all cached is replied straight from the
+    block files (spliced, no read buffer): each file is verified the first
+    time this mount opens it, and again once it changed (here: a byte
+    flipped in place while mounted, which must never reach a reader)."""
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    settle(m)
+    m.unmount()
+    m = live(rw_mount, bucket, "data_cache=256M")
+    assert read_tree(m, dataset) == dataset
+    st = stats(m)
+    assert st["reads"]["cache_file_reads"] > 0, st["reads"]
+    assert st["data_cache"]["corrupt"] == 0
+    files = blocks(cache_dir)
+    with open(files[0], "r+b") as f:  # after this mount verified it
+        f.seek(HDR + 77)
+        b = f.read(1)
+        f.seek(HDR + 77)
+        f.write(bytes([b[0] ^ 0x5a]))
+    drop_page_cache()
+    assert read_tree(m, dataset) == dataset
+    assert stats(m)["data_cache"]["corrupt"] >= 1
+    assert "failed its check" in m.log
+
+
 def test_kill_9_during_a_fill_leaves_nothing_bad(rw_mount, bucket, dataset, cache_dir):
     m = live(rw_mount, bucket, "data_cache=256M")
     proc = subprocess.Popen(["cat", m.join("ds/big.bin")], stdout=subprocess.DEVNULL)
