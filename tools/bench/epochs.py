@@ -16,6 +16,10 @@ Then, through the proxy:
   2. epoch 2: the same;
   3. unmount, mount again (same cache directory), page cache dropped,
      epoch 3 ("remount");
+  3b. the local-disk floor: ds/ copied out of the mount to a directory in
+     the work dir (local disk), page cache dropped, the same epoch read
+     from there; "remount / local" is epoch 3's time over this one (issue
+     23's target: at most 1.5);
   4. random 4 KiB preads on big.bin (one thread, 4 KiB-aligned offsets from
      a seeded generator): WARMUP s, page cache dropped, then MEASURE s
      counted as IOPS;
@@ -54,6 +58,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -294,6 +299,30 @@ def epoch(run, label):
     return res
 
 
+def local_floor(run):
+    """The same epoch from local disk: ds/ copied out of the mount (once per
+    run, in listing order), page cache dropped, read with the same readers
+    and checked the same way. What a data cache on that disk could reach."""
+    src = os.path.join(run.m.mountpoint, DS_PREFIX.rstrip("/"))
+    dst = os.path.join(run.work, "local-ds")
+    if not os.path.isdir(dst):
+        os.makedirs(dst)
+        for n in sorted(os.listdir(src)):
+            shutil.copyfile(os.path.join(src, n), os.path.join(dst, n))
+    run.ctx.drop_caches()
+    t0 = time.monotonic()
+    names = sorted(os.listdir(dst))
+    got = read_files([os.path.join(dst, n) for n in names], run.args.readers)
+    secs = time.monotonic() - t0
+    bad = [n for n, g in zip(names, got)
+           if isinstance(g, OSError) or g[0] != run.want.get(DS_PREFIX + n)]
+    if bad or len(names) != len(run.want):
+        raise DataMismatch("local copy: %d of %d files differ, first %s"
+                           % (len(bad), len(names), bad[:1]))
+    log("  %-8s %-17s %7.2f s" % (run.name, "local disk", secs))
+    return {"seconds": round(secs, 3)}
+
+
 def random_offsets(seed, nblocks):
     rng = random.Random("%s-rand4k" % seed)
     while True:
@@ -465,6 +494,9 @@ class PeerRun:
         self.unmount()
         self.mount()
         res["epoch3"] = epoch(self, "epoch 3 (remount)")
+        res["local"] = local_floor(self)
+        e3, floor = res["epoch3"]["seconds"], res["local"]["seconds"]
+        res["remount_vs_local"] = round(e3 / floor, 2) if floor > 0 else None
         res["random"] = random_reads(self)
         self.unmount()
         if self.ctx.drop_ok is False:
@@ -526,9 +558,9 @@ def markdown(results, meta):
                  meta["latency_ms"], meta["warmup_s"], meta["measure_s"], meta["date"],
                  meta["commit"]), "",
              "| peer | epoch 1 | epoch 2 | epoch-2 speedup | GETs epoch 1 / 2 | remount epoch "
-             "| remount GETs | random 4 KiB IOPS | data cache hits epoch 2 / remount "
+             "| remount GETs | local disk | remount / local | random 4 KiB IOPS | data cache hits epoch 2 / remount "
              "| 1.5x scan hit ratio | data |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         e1, e2, e3 = r.get("epoch1"), r.get("epoch2"), r.get("epoch3")
         rnd, sc = r.get("random"), r.get("scan")
@@ -548,12 +580,14 @@ def markdown(results, meta):
             scan_cell = "- (no data_cache option)" if "data_cache" in sc["error"] else "- (error)"
         else:
             scan_cell = pct(sc.get("hit_ratio"))
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["peer"],
             fmt(e1 and e1["seconds"], "%.2f s"), fmt(e2 and e2["seconds"], "%.2f s"),
             fmt(r.get("speedup"), "%.2fx"),
             "%s / %s" % (fmt(e1 and e1["gets"]), fmt(e2 and e2["gets"])),
             fmt(e3 and e3["seconds"], "%.2f s"), fmt(e3 and e3["gets"]),
+            fmt(r.get("local") and r["local"]["seconds"], "%.2f s"),
+            fmt(r.get("remount_vs_local"), "%.2fx"),
             "-" if rnd is None else "{:,}".format(rnd["iops"]),
             "%s / %s" % (pct(e2 and e2.get("dcache_hit_ratio")),
                          pct(e3 and e3.get("dcache_hit_ratio"))),
