@@ -93,6 +93,9 @@ int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t
  * inode or change time). Counts a hit; the caller closes the fd. */
 int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
                          uint64_t *data_off);
+/* Start reading blocks [0, n) of o from disk into the page cache (a read of
+ * them from their files is coming); no check, no wait. */
+void om_dcache_advise(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t n);
 /* Offer blocks [first, first+n) held in buf (object offset first * BLOCK;
  * the last block may be the object's short tail) for storing. Returns
  * false when none will be stored (done is not called); else done(ud, rc)

@@ -1144,6 +1144,17 @@ int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, ui
     return fd;
 }
 
+void om_dcache_advise(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        int fd = open_block(dc, o, i);
+        if (fd < 0)
+            return;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+        close(fd);
+    }
+}
+
 int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t first,
                    uint64_t n, char *buf, om_dcache_done_fn *done, void *ud)
 {

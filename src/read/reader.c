@@ -1083,6 +1083,19 @@ int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag
 {
     if (!etag || !etag[0] || !size)
         return -EINVAL;
+    struct om_dcache_obj d;
+    bool cached = false;
+    if (rs->cfg.dcache && om_dcache_obj_init(rs->cfg.dcache, key, etag, size, &d) &&
+        om_dcache_peek(rs->cfg.dcache, &d, 0, om_dcache_blocks(&d), &cached) ==
+            om_dcache_blocks(&d) &&
+        cached) {
+        /* wholly in the data cache: its reads come straight from the block
+         * files (view_from_files), so nothing goes into read buffers; the
+         * files are only read ahead from disk */
+        uint64_t want = (OM_MIN(size, max) + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK;
+        om_dcache_advise(rs->cfg.dcache, &d, want);
+        return 0;
+    }
     pthread_mutex_lock(&rs->lock);
     stash_expire(rs);
     stash_drop_other_versions(rs, key, etag, size);

@@ -26,7 +26,8 @@ for 10 s with no file open, and the same is recorded once more.
 Prints a Markdown table of the samples and a summary: RSS after mount, at
 the end of the warm-up (the first WARMUP minutes, default 5 or a tenth of
 the run), at the end, the highest, the growth from the end of the warm-up
-to the end (MiB per hour), and what the idle mount still held. A read that
+to the end (a least-squares line through the samples, MiB per hour), and
+what the idle mount still held. A read that
 differs, an operation that fails, or a listing that differs from the
 record fails the run (exit 1). Everything started is stopped on exit,
 errors, Ctrl-C and SIGTERM/SIGHUP. Must run as root (FUSE mount).
@@ -218,12 +219,20 @@ def summary(res, args):
     running = [x for x in s if "label" not in x]
     after_warm = next((x for x in running if x["minute"] >= warm), running[0])
     last = running[-1]
-    hours = (last["minute"] - after_warm["minute"]) / 60
+    # the trend after the warm-up: a least-squares line through the samples
+    # (single samples swing with the buffers in flight at that moment)
+    fit = [x for x in running if x["minute"] >= after_warm["minute"]]
+    slope = None
+    if len(fit) >= 3:
+        mx = sum(x["minute"] for x in fit) / len(fit)
+        my = sum(x["rss"] for x in fit) / len(fit)
+        den = sum((x["minute"] - mx) ** 2 for x in fit)
+        if den > 0:
+            slope = sum((x["minute"] - mx) * (x["rss"] - my) for x in fit) / den * 60 / MiB
     return {"rss_after_mount": s[0]["rss"], "rss_after_warmup": after_warm["rss"],
             "warmup_minute": after_warm["minute"], "rss_end": last["rss"],
             "rss_max": max(x["rss"] for x in running),
-            "growth_mib_per_hour": round((last["rss"] - after_warm["rss"]) / MiB / hours, 1)
-            if hours > 0 else None,
+            "growth_mib_per_hour": None if slope is None else round(slope, 1),
             "idle": s[-1]}
 
 
@@ -240,7 +249,7 @@ def markdown(res, sm, meta):
             mib(x.get("metadata_bytes")), x.get("label", "")))
     if sm:
         lines += ["", "RSS after mount %s MiB, after the warm-up (minute %s) %s MiB, at the "
-                  "end %s MiB, highest %s MiB: %s MiB per hour after the warm-up. Idle with "
+                  "end %s MiB, highest %s MiB; trend after the warm-up (least squares) %s MiB per hour. Idle with "
                   "nothing open: RSS %s MiB, %s open readers, %s MiB of read buffers." % (
                       mib(sm["rss_after_mount"]), sm["warmup_minute"],
                       mib(sm["rss_after_warmup"]), mib(sm["rss_end"]), mib(sm["rss_max"]),
