@@ -56,33 +56,6 @@ def pytest_configure(config):
     servers.select(kind or servers.selected())
 
 
-# The files that take longest, longest first (worker seconds summed over
-# their tests, `tools/test.sh --durations=0`, 2026-12-06; both servers). The
-# test command's pytest-xdist workers take whole files in collection order
-# (--dist loadfile): a long file collected last becomes the run's tail, one
-# worker busy while the other has nothing left. Collected first, they run
-# while the short files fill the gaps.
-LONG_FILES = [
-    "integration/test_meta_budget.py",  # 20,000 keys seeded: 260 s on Swift under load
-    "integration/test_exerciser_processes.py",
-    "integration/test_exerciser.py",
-    "integration/test_write_roundtrip.py",
-    "integration/test_package.py",  # builds the .deb both passes share
-    "faults/test_client_faults.py",
-    "integration/test_integrity.py",
-    "integration/test_prefetch_files.py",
-    "faults/test_proxy_s3rver.py",
-    "faults/test_mount_faults.py",
-    "faults/test_write_faults.py",
-]
-
-
-def pytest_collection_modifyitems(session, config, items):
-    here = os.path.dirname(os.path.abspath(__file__))
-    rank = {os.path.join(here, f): k for k, f in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: rank.get(str(item.fspath), len(rank)))  # stable: files stay whole
-
-
 def pytest_report_header(config):
     return "objmount test server: " + servers.selected()
 
