@@ -1529,12 +1529,10 @@ static int view_from_files(struct om_reader *r, uint64_t off, size_t len, struct
     struct om_dcache *dc = r->rs->cfg.dcache;
     uint64_t end = off + len;
     int rc = 0;
-    for (uint64_t at = off; at < end && !rc;) {
+    for (uint64_t at = off; at < end;) {
         uint64_t b = at / OM_DCACHE_BLOCK;
         uint64_t n = OM_MIN(end, (b + 1) * OM_DCACHE_BLOCK) - at, data_off = 0;
-        if (v->nfd == 2)
-            rc = -E2BIG;
-        int fd = rc ? rc : om_dcache_open_block(dc, &r->o->dobj, b, &data_off);
+        int fd = v->nfd == 2 ? -E2BIG : om_dcache_open_block(dc, &r->o->dobj, b, &data_off);
         if (fd < 0) {
             rc = fd;
             break;
