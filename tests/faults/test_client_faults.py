@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from harness.mount import seed
 from harness.omtools import OmS3
 
 
@@ -127,8 +128,7 @@ def test_complete_failure_checks_before_resending(faultproxy, via, bucket, s3cli
 
 def test_listing_page_retried_without_duplicates(faultproxy, via, bucket, s3client):
     keys = sorted("l/%04d" % i for i in range(1100))
-    for k in keys:
-        s3client.put_object(Bucket=bucket, Key=k, Body=b"x")
+    seed(s3client, bucket, dict.fromkeys(keys, b"x"))
     faultproxy.set_faults(truncate={"fraction": 0.6, "kind": "ListObjectsV2", "nth": 1})
     p = via.run(bucket, "list", "--all")
     got = [l.split("\t")[1] for l in p.stdout.decode().splitlines()]
@@ -165,8 +165,7 @@ def test_aistore_redirects_for_every_object_operation(faultproxy, ais, bucket, s
 
 def test_aistore_listing_is_one_page(faultproxy, ais, bucket, s3client):
     keys = sorted("one/%05d" % i for i in range(1500))
-    for k in keys:
-        s3client.put_object(Bucket=bucket, Key=k, Body=b"")
+    seed(s3client, bucket, dict.fromkeys(keys, b""))
     p = ais.run(bucket, "list")
     lines = p.stdout.decode().splitlines()
     assert [l.split("\t")[1] for l in lines] == keys  # no NEXT line: one page

@@ -7,6 +7,7 @@ import re
 import urllib.parse
 
 from harness import rawhttp
+from harness.mount import seed
 
 
 def follow(resp, method, body=b"", headers=None):
@@ -100,8 +101,7 @@ def test_multipart_calls_are_redirected(faultproxy, s3client, bucket):
 
 def test_gateway_lists_everything_in_one_page(faultproxy, s3client, bucket):
     keys = ["k%05d" % i for i in range(1100)] + ["sub/a/1", "sub/b"]
-    for k in keys:
-        s3client.put_object(Bucket=bucket, Key=k, Body=b"")
+    seed(s3client, bucket, dict.fromkeys(keys, b""))
     c = faultproxy.client(gateway=True)
     r = c.list_objects_v2(Bucket=bucket, MaxKeys=10)
     assert r["IsTruncated"] is False and "NextContinuationToken" not in r

@@ -37,6 +37,15 @@ def server_class(kind=None):
     return {"s3rver": s3server.S3Server, "swift": swiftserver.SwiftServer}[kind or selected()]
 
 
+def live_server(endpoint):
+    """The running S3Server or SwiftServer of this process at endpoint, or
+    None (another process's server, a proxy, an external endpoint)."""
+    for srv in list(s3server._live) + list(swiftserver._live):
+        if srv.endpoint == endpoint and srv.dir:
+            return srv
+    return None
+
+
 def access_key():
     return server_class().access_key
 
