@@ -132,8 +132,10 @@ static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, co
         struct inode *known = mi_child_get(dir, name);
         /* a file readdirplus told without an inode shows what the listing
          * says, as it would have with one */
-        if (want_meta && !(known && known->meta_known && known->is_dir == d->is_dir) &&
-            !(d->told_plain && !d->is_dir))
+        /* the metadata read before holds for the version listed only */
+        bool known_meta = known && known->meta_known && known->is_dir == d->is_dir &&
+                          (d->is_dir || mi_listed_same_version(known, d));
+        if (want_meta && !known_meta && !(d->told_plain && !d->is_dir))
             return d->is_dir ? CACHED_DIR_NEEDS_HEAD : CACHED_OBJECT_NEEDS_HEAD;
         c = mi_child_for(m, dir, name, d->is_dir);
         if (!c) {

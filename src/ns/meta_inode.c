@@ -273,18 +273,38 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
+bool mi_listed_same_version(const struct inode *i, const struct dentry *d)
+{
+    char have[OM_ETAG_MAX], listed[OM_ETAG_MAX];
+    mi_inode_etag(i, have);
+    mi_dentry_etag(d, listed);
+    return have[0] && i->size == d->size && strcmp(have, listed) == 0;
+}
+
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d)
 {
+    /* The listing's time is the upload's; a file's own time (utimens,
+     * rsync, tar: x-amz-meta-mtime) stays while the listing shows the
+     * version it was read from. Another version's metadata is unknown. */
+    bool keep_mtime = i->has_mtime && mi_listed_same_version(i, d);
+    if (!keep_mtime) {
+        if (!mi_listed_same_version(i, d))
+            i->meta_known = false;
+        i->has_mtime = false;
+    }
+    time_t sec = keep_mtime ? (time_t)i->mtime_sec : d->mtime;
+    uint32_t nsec = keep_mtime ? i->mtime_nsec : 0;
     if (d->etag_kind == MI_ETAG_TEXT || i->etag_kind == MI_ETAG_TEXT || i->cached_is_etag) {
         char etag[OM_ETAG_MAX];
         mi_dentry_etag(d, etag);
-        mi_set_file_attrs(m, i, d->size, d->mtime, etag);
+        mi_set_file_attrs(m, i, d->size, sec, etag);
+        i->mtime_nsec = nsec;
         return;
     }
     /* the common case, without text */
     i->size = d->size;
-    i->mtime_sec = d->mtime;
-    i->mtime_nsec = 0;
+    i->mtime_sec = sec;
+    i->mtime_nsec = nsec;
     memcpy(i->etag.md5, d->md5, sizeof(d->md5));
     i->etag_parts = d->etag_parts;
     i->etag_kind = d->etag_kind;

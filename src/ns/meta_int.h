@@ -294,6 +294,9 @@ void mi_inode_set_etag(struct om_meta *m, struct inode *i, const char *etag);
 void mi_dentry_etag(const struct dentry *d, char out[OM_ETAG_MAX]);
 /* Set d's ETag; false (d unchanged) for a text longer than d's room. */
 bool mi_dentry_set_etag(struct dentry *d, const char *etag);
+/* Does d list the version of file i that i's attributes came from (same
+ * size and ETag)? */
+bool mi_listed_same_version(const struct inode *i, const struct dentry *d);
 
 #define WALK_PARALLEL 8
 #define WALK_AHEAD 64 /* subdirectories queued past the one being opened */
@@ -376,7 +379,9 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
 /* The kernel page cache now holds i's ETag. */
 void mi_set_cached_etag(struct om_meta *m, struct inode *i);
 struct timespec mi_mtime(const struct inode *i);
-/* mi_set_file_attrs from a listing entry. */
+/* A file's attributes from its listing entry d: size, ETag, and the
+ * upload time unless i's own time (metadata) belongs to the same version;
+ * another version's metadata becomes unknown. */
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
 /* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
 int mi_link_child(struct om_meta *m, struct inode *i);
