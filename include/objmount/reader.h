@@ -76,10 +76,6 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
 int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag, uint64_t size,
                         uint64_t max);
 
-/* Drop what was prefetched and not opened for 30 s (the prefetcher's
- * thread calls this every few seconds). */
-void om_readers_expire(struct om_readers *rs);
-
 /* A read handle on key as seen at open (size, etag; etag may be ""). NULL
  * on ENOMEM. */
 struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,

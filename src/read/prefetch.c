@@ -29,7 +29,6 @@
 #define MAX_HINT_USERS 16
 #define HINT_BYTES_MAX (64ULL << 20) /* key bytes per user's list */
 #define HINT_THREADS 8 /* hinted files resolved at once (a lookup may wait for a GET) */
-#define EXPIRE_MS 5000 /* idle resolver: expiry of unopened prefetches */
 
 /* ---- the policy ---- */
 
@@ -344,16 +343,9 @@ static void *resolver_main(void *arg)
                 l = x;
         }
         if (!l) {
-            /* woken by work, or every EXPIRE_MS to give back what was
-             * fetched ahead and never opened */
-            struct timespec until;
-            clock_gettime(CLOCK_MONOTONIC, &until);
-            until.tv_sec += EXPIRE_MS / 1000;
-            if (pthread_cond_timedwait(&pf->work, &pf->lock, &until) == ETIMEDOUT) {
-                pthread_mutex_unlock(&pf->lock);
-                om_readers_expire(pf->rs);
-                pthread_mutex_lock(&pf->lock);
-            }
+            /* what was fetched ahead and never opened is given back by the
+             * readers' janitor */
+            pthread_cond_wait(&pf->work, &pf->lock);
             continue;
         }
         struct hint_item *it = l->items[l->issued++];

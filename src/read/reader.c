@@ -25,9 +25,12 @@
  * costly.)
  *
  * An object nobody has open is kept only while it waits for an open: the
- * whole small object a lookup fetched (the "stash", newest first, at most
- * MAX_STASHED); its buffers are evictable like any other. The last close
- * of any other object frees it.
+ * whole small object a lookup fetched, or one fetched ahead of its open
+ * (the "stash", newest first, at most MAX_STASHED); its buffers are
+ * evictable like any other, and a thread of its own (janitor_main) drops
+ * what waited longer than LOOKUP_TTL_MS / PREFETCH_TTL_MS, so that an idle
+ * mount gives its read memory back. The last close of any other object
+ * frees it.
  *
  * A read (om_reader_view) decides nothing itself: under the lock it counts
  * the read, asks om_read_plan_make (read_plan.c, pure) what to fetch from
@@ -47,6 +50,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "objmount/dcache.h"
 #include "objmount/hash.h"
@@ -65,6 +69,8 @@
  * objects at a time. */
 #define FILL_MEMORY_SHARE 4 /* without a data cache: objects up to memory_limit / 4 */
 #define PREFETCH_TTL_MS 30000 /* a prefetched object not opened by then is dropped */
+#define LOOKUP_TTL_MS 10000   /* a lookup's whole object not opened by then is dropped */
+#define JANITOR_MS 2000       /* how often the stash is looked at while it holds objects */
 #define FILL_THREADS 4
 #define FILL_CHUNK 8
 #define MAX_FILLS 2
@@ -178,6 +184,10 @@ struct om_readers {
     struct fill *fills[MAX_FILLS];
     int nfills;
     bool stopping;
+    /* the janitor: wakes every JANITOR_MS while the stash holds objects */
+    pthread_t janitor;
+    pthread_cond_t stash_cv; /* CLOCK_MONOTONIC */
+    bool janitor_running;
     struct om_readers_stats st;
 };
 
@@ -897,15 +907,16 @@ static bool stash_drop_oldest(struct om_readers *rs)
     return true;
 }
 
-/* Prefetched objects nobody opened within PREFETCH_TTL_MS go (their bytes
- * count as wasted). Caller holds lock. */
+/* Stashed objects nobody opened in time go: prefetched ones after
+ * PREFETCH_TTL_MS (their bytes count as wasted), a lookup's after
+ * LOOKUP_TTL_MS. Caller holds lock. */
 static void stash_expire(struct om_readers *rs)
 {
     uint64_t now = om_now_ms();
     struct robj *o = rs->stash;
     while (o) {
         struct robj *next = o->stash_next;
-        if (o->prefetched && now - o->stashed_ms > PREFETCH_TTL_MS) {
+        if (now - o->stashed_ms > (o->prefetched ? PREFETCH_TTL_MS : LOOKUP_TTL_MS)) {
             stash_unlink(rs, o);
             obj_check(rs, o);
         }
@@ -923,6 +934,44 @@ static void stash_push(struct om_readers *rs, struct robj *o)
     rs->stash = o;
     if (++rs->nstash > MAX_STASHED)
         stash_drop_oldest(rs);
+    pthread_cond_signal(&rs->stash_cv);
+}
+
+/* The janitor: while the stash holds objects, every JANITOR_MS drop what
+ * waited too long; once nothing is stashed and no file is open, unmap the
+ * spare buffers and give free heap pages back. Sleeps without a timeout
+ * while the stash is empty. */
+static void *janitor_main(void *arg)
+{
+    struct om_readers *rs = arg;
+    pthread_setname_np(pthread_self(), "om-janitor");
+    pthread_mutex_lock(&rs->lock);
+    while (!rs->stopping) {
+        if (!rs->stash) {
+            pthread_cond_wait(&rs->stash_cv, &rs->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += JANITOR_MS / 1000;
+        until.tv_nsec += (long)(JANITOR_MS % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&rs->stash_cv, &rs->lock, &until) != ETIMEDOUT)
+            continue;
+        stash_expire(rs);
+        bool idle = !rs->stash && rs->st.open_readers == 0;
+        if (idle)
+            spares_drop(rs);
+        pthread_mutex_unlock(&rs->lock);
+        if (idle)
+            om_heap_idle();
+        pthread_mutex_lock(&rs->lock);
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return NULL;
 }
 
 /* Stashed objects of key other than (etag, size) go: another version of
@@ -974,6 +1023,13 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
     }
     pthread_mutex_init(&rs->lock, NULL);
     pthread_cond_init(&rs->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rs->stash_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    /* without the janitor, the stash is only expired by the next reads */
+    rs->janitor_running = pthread_create(&rs->janitor, NULL, janitor_main, rs) == 0;
     return rs;
 }
 
@@ -1069,13 +1125,6 @@ static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3
     lru_push(rs, s);
     stash_push(rs, o);
     return true;
-}
-
-void om_readers_expire(struct om_readers *rs)
-{
-    pthread_mutex_lock(&rs->lock);
-    stash_expire(rs);
-    pthread_mutex_unlock(&rs->lock);
 }
 
 int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag, uint64_t size,
@@ -1230,6 +1279,12 @@ void om_readers_free(struct om_readers *rs)
         return;
     pthread_mutex_lock(&rs->lock);
     rs->stopping = true; /* fills stop after the GET under way */
+    pthread_cond_signal(&rs->stash_cv);
+    if (rs->janitor_running) {
+        pthread_mutex_unlock(&rs->lock);
+        pthread_join(rs->janitor, NULL);
+        pthread_mutex_lock(&rs->lock);
+    }
     /* Handles the kernel never released: the session ended with files
      * open (a signal), or their RELEASE was still queued when an unmount
      * aborted the connection. Their objects would never go. */
@@ -1249,6 +1304,7 @@ void om_readers_free(struct om_readers *rs)
     pthread_mutex_unlock(&rs->lock);
     om_htable_destroy(&rs->objs);
     pthread_cond_destroy(&rs->cond);
+    pthread_cond_destroy(&rs->stash_cv);
     pthread_mutex_destroy(&rs->lock);
     free(rs);
 }

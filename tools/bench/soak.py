@@ -21,7 +21,8 @@ time:
 Every SAMPLE seconds (default 60) the daemon's VmRSS and `objmountctl stats
 --json` (open readers and writers, read buffers in use, the namespace's
 bytes) are recorded. At the end the workers stop, the mount is left idle
-for 10 s with no file open, and the same is recorded once more.
+for 15 s with no file open, and the same is recorded once more, with the
+resident bytes split into the heap, other anonymous memory and files.
 
 Prints a Markdown table of the samples and a summary: RSS after mount, at
 the end of the warm-up (the first WARMUP minutes, default 5 or a tenth of
@@ -139,6 +140,29 @@ def vm_rss(pid):
     return None
 
 
+def rss_parts(pid):
+    """Resident bytes by kind of mapping (/proc/PID/smaps): the main heap,
+    other anonymous memory (threads' malloc arenas, stacks, read buffers),
+    and files (the program and its libraries)."""
+    parts = {"heap": 0, "anonymous": 0, "files": 0}
+    kind = None
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                head = line.split()
+                if not head:
+                    continue
+                if "-" in head[0] and not head[0].endswith(":"):
+                    name = head[5] if len(head) > 5 else ""
+                    kind = "heap" if name == "[heap]" else \
+                        "files" if name.startswith("/") else "anonymous"
+                elif head[0] == "Rss:" and kind:
+                    parts[kind] += int(head[1]) * 1024
+    except OSError:
+        pass
+    return parts
+
+
 def sample(p, m, t0, label=None):
     row = {"minute": round((time.monotonic() - t0) / 60, 1), "rss": vm_rss(m.pid)}
     if label:
@@ -199,8 +223,14 @@ def soak(args, work, res):
                 stop.set()
                 for t in threads:
                     t.join(120)
-            time.sleep(10)  # idle, nothing open: what the mount gives back
-            res["samples"].append(sample(p, m, t0, "idle, nothing open"))
+            # idle, nothing open: what the mount gives back (a lookup's
+            # unopened whole object goes after 10 s, looked at every 2 s)
+            time.sleep(15)
+            row = sample(p, m, t0, "idle, nothing open")
+            row["rss_parts"] = rss_parts(m.pid)
+            res["samples"].append(row)
+            log("  idle: RSS %.1f MiB (%s)" % ((row["rss"] or 0) / MiB, ", ".join(
+                "%s %.1f" % (k, v / MiB) for k, v in row["rss_parts"].items())))
             res["operations"] = {op: sum(w.counts[op] for w in workers) for op, _ in OPS}
             res["mb_written"] = round(sum(w.bytes_written for w in workers) / 1e6)
             res["mb_read"] = round(sum(w.bytes_read for w in workers) / 1e6)
