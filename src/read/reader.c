@@ -67,7 +67,7 @@
  * whole object (up to a quarter of the cache's bound) is fetched by
  * FILL_THREADS ranged GETs of up to FILL_CHUNK blocks each, at most MAX_FILLS
  * objects at a time. */
-#define FILL_MEMORY_SHARE 4 /* without a data cache: objects up to memory_limit / 4 */
+#define FILL_MEMORY_SHARE 2 /* without a data cache: objects up to memory_limit / 2 */
 #define PREFETCH_TTL_MS 30000 /* a prefetched object not opened by then is dropped */
 #define LOOKUP_TTL_MS 10000   /* a lookup's whole object not opened by then is dropped */
 #define JANITOR_MS 2000       /* how often the stash is looked at while it holds objects */

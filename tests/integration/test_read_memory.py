@@ -185,7 +185,7 @@ def test_h5py_workers_of_one_file_keep_it_once_filled(mount, bucket, s3client, t
 
 
 def test_an_object_read_at_random_is_filled_into_memory(mount, bucket, s3client):
-    """Without a data cache, random reads of an object up to a quarter of
+    """Without a data cache, random reads of an object up to half of
     memory_limit fetch it whole in the background (issue 23: each random
     4 KiB read was a round trip, 46 against s3fs-fuse's 7,605 a second);
     every byte read is right, and the object is fetched about once."""
