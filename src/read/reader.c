@@ -945,22 +945,24 @@ static void *janitor_main(void *arg)
 {
     struct om_readers *rs = arg;
     pthread_setname_np(pthread_self(), "om-janitor");
+    uint64_t due_ns = 0; /* the next look; pushes meanwhile do not move it */
     pthread_mutex_lock(&rs->lock);
     while (!rs->stopping) {
         if (!rs->stash) {
+            due_ns = 0;
             pthread_cond_wait(&rs->stash_cv, &rs->lock);
             continue;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += JANITOR_MS / 1000;
-        until.tv_nsec += (long)(JANITOR_MS % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        if (pthread_cond_timedwait(&rs->stash_cv, &rs->lock, &until) != ETIMEDOUT)
+        uint64_t now = om_now_ns();
+        if (!due_ns)
+            due_ns = now + JANITOR_MS * 1000000ULL;
+        if (now < due_ns) {
+            struct timespec until = {.tv_sec = (time_t)(due_ns / 1000000000u),
+                                     .tv_nsec = (long)(due_ns % 1000000000u)};
+            pthread_cond_timedwait(&rs->stash_cv, &rs->lock, &until);
             continue;
+        }
+        due_ns = 0;
         stash_expire(rs);
         bool idle = !rs->stash && rs->st.open_readers == 0;
         if (idle)
