@@ -54,6 +54,22 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     kind = config.getoption("server")
     servers.select(kind or servers.selected())
+    config.addinivalue_line(
+        "markers", "server_independent: uses no server of the selected kind (a synthetic "
+        "server, a built package): collected with s3rver only, so that the test "
+        "command's two passes do not run it twice")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked server_independent run in the s3rver pass only."""
+    if servers.selected() == "s3rver":
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("server_independent") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_report_header(config):
