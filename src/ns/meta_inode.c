@@ -286,12 +286,12 @@ void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry
     /* The listing's time is the upload's; a file's own time (utimens,
      * rsync, tar: x-amz-meta-mtime) stays while the listing shows the
      * version it was read from. Another version's metadata is unknown. */
-    bool keep_mtime = i->has_mtime && mi_listed_same_version(i, d);
-    if (!keep_mtime) {
-        if (!mi_listed_same_version(i, d))
-            i->meta_known = false;
+    bool same = mi_listed_same_version(i, d);
+    bool keep_mtime = i->has_mtime && same;
+    if (!same)
+        i->meta_known = false;
+    if (!keep_mtime)
         i->has_mtime = false;
-    }
     time_t sec = keep_mtime ? (time_t)i->mtime_sec : d->mtime;
     uint32_t nsec = keep_mtime ? i->mtime_nsec : 0;
     if (d->etag_kind == MI_ETAG_TEXT || i->etag_kind == MI_ETAG_TEXT || i->cached_is_etag) {
