@@ -68,10 +68,11 @@
  * FILL_THREADS ranged GETs of up to FILL_CHUNK blocks each, at most MAX_FILLS
  * objects at a time. */
 #define FILL_MEMORY_SHARE 2 /* without a data cache: objects up to memory_limit / 2 */
+#define FILL_MEMORY_INFLIGHT 32 /* part-sized GETs a memory fill keeps in flight */
 #define PREFETCH_TTL_MS 30000 /* a prefetched object not opened by then is dropped */
 #define LOOKUP_TTL_MS 10000   /* a lookup's whole object not opened by then is dropped */
 #define JANITOR_MS 2000       /* how often the stash is looked at while it holds objects */
-#define FILL_THREADS 4
+#define FILL_THREADS 8
 #define FILL_CHUNK 8
 #define MAX_FILLS 2
 
@@ -94,6 +95,7 @@ struct om_read_seg {
     bool in_lru;
     bool prefetch;
     bool from_cache; /* being read from the data cache (no GET to cancel) */
+    bool filling;    /* one of the memory fill's GETs in flight (fill_memory) */
     struct om_read_seg *next; /* object list, by offset */
     struct om_read_seg *lru_prev, *lru_next;
     struct om_s3_get get;
@@ -121,7 +123,11 @@ struct robj {
      * block files (view_from_files), not through read buffers */
     bool from_files;
     bool filled_memory; /* read at random: fetched whole into the pool (fill_memory) */
-    unsigned random_reads; /* by all its handles, for fill_memory */
+    uint64_t fill_next; /* where the memory fill goes on */
+    int fill_inflight;  /* its GETs in flight */
+    /* reads of its handles that had to start a GET of their own (their
+     * bytes neither in memory nor on the way), for fill_memory */
+    unsigned demand_gets;
     bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
     struct robj *stash_next; /* newer to older */
     /* fetched ahead of an open the prefetch across files expects
@@ -422,11 +428,18 @@ static void stored(void *ud, int rc)
     pthread_mutex_unlock(&rs->lock);
 }
 
+static void fill_more(struct om_readers *rs, struct robj *o);
+
 /* A segment's bytes arrived (or failed). Caller holds rs->lock. */
 static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
 {
     struct robj *o = s->o;
     o->loading--;
+    bool filling = s->filling;
+    if (filling) {
+        s->filling = false;
+        o->fill_inflight--;
+    }
     if (ok) {
         s->state = SEG_READY;
         if (!s->from_cache && !s->dead)
@@ -444,6 +457,8 @@ static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
     } else {
         lru_push(rs, s);
     }
+    if (filling && ok && o->nreaders > 0 && !rs->stopping)
+        fill_more(rs, o);
     pthread_cond_broadcast(&rs->cond);
     obj_check(rs, o); /* its last handle may have closed meanwhile */
 }
@@ -527,14 +542,13 @@ static uint64_t next_start(struct robj *o, uint64_t off)
     return o->size;
 }
 
-/* Create and start a segment [off, off+len) in a gap of the object's list
- * for handle r, read from the data cache when cached says its blocks are
- * there. Caller holds the lock. NULL when there is no memory. */
-static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand,
-                                     bool cached)
+/* Create and start a segment [off, off+len) in a gap of o's list for
+ * handle starter (NULL: nobody's to cancel), read from the data cache when
+ * cached says its blocks are there. Caller holds the lock. NULL when there
+ * is no memory. */
+static struct om_read_seg *seg_new(struct om_readers *rs, struct robj *o, struct om_reader *starter,
+                                   uint64_t off, uint64_t len, bool demand, bool cached)
 {
-    struct om_readers *rs = r->rs;
-    struct robj *o = r->o;
     size_t maplen = (size_t)((len + 4095) & ~(uint64_t)4095);
     struct om_read_seg *s = calloc(1, sizeof(*s));
     if (!s)
@@ -559,12 +573,14 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
     while (*pp && (*pp)->off < off)
         pp = &(*pp)->next;
     s->o = o;
-    s->starter = r;
+    s->starter = starter;
     s->off = off;
     s->len = len;
     s->maplen = maplen;
     s->state = SEG_LOADING;
     s->prefetch = !demand;
+    if (demand && !cached)
+        o->demand_gets++;
     s->next = *pp;
     *pp = s;
     o->nsegs++;
@@ -579,6 +595,12 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
         om_dcache_count_miss(rs->cfg.dcache, (len + OM_DCACHE_BLOCK - 1) / OM_DCACHE_BLOCK, len);
     submit_get(rs, s);
     return s;
+}
+
+static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t len, bool demand,
+                                     bool cached)
+{
+    return seg_new(r->rs, r->o, r, off, len, demand, cached);
 }
 
 /* Start the ranged GET of a segment. Caller holds the lock. */
@@ -1458,10 +1480,38 @@ static void trim(struct om_reader *r, uint64_t off, uint64_t end)
     }
 }
 
+/* Keep FILL_MEMORY_INFLIGHT of a memory fill's part-sized GETs in flight,
+ * from where it stands to the end of the object. The parts arrive one after
+ * another, and random reads are answered from memory part by part while
+ * the fill goes on; with all of its GETs at once, every part arrived at
+ * the end, and until then each random read waited for a whole part (the
+ * first second of four h5py workers: 30 windows against s3fs-fuse's 431).
+ * Caller holds the lock. */
+static void fill_more(struct om_readers *rs, struct robj *o)
+{
+    while (o->fill_inflight < FILL_MEMORY_INFLIGHT && o->fill_next < o->size) {
+        struct om_read_seg *s = seg_at(o, o->fill_next);
+        if (!s) {
+            uint64_t stop = OM_MIN(o->fill_next + rs->cfg.part_size, next_start(o, o->fill_next));
+            s = seg_new(rs, o, NULL, o->fill_next, stop - o->fill_next, false, false);
+            if (!s || s->state == SEG_ERROR)
+                return; /* no memory, or stopping: the next random reads go on */
+            if (s->state == SEG_LOADING && !s->filling) {
+                s->filling = true;
+                o->fill_inflight++;
+            }
+        }
+        o->fill_next = s->off + s->len;
+    }
+}
+
 /* Without a data cache, an object read at random (OM_READ_MEMORY_FILL_AFTER
- * random reads by its handles together, so that four h5py workers of one
- * file fill it four times sooner than one would: a few random reads of a
- * large file, as a header or an index, stay exact and cheap) and no larger
+ * reads by its handles together that had to start a GET of their own, so
+ * that four h5py workers of one file fill it four times sooner than one
+ * would: a few random reads of a large file, as a header or an index, stay
+ * exact and cheap; random reads near each other, as an HDF5 window's
+ * chunks, count too, where only reads planned as random did and the fill
+ * of four h5py workers started after 270 GETs) and no larger
  * than FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
  * part-sized prefetch GETs from spare memory, as s3fs-fuse keeps each open
  * object in a local file: its later random reads come from memory, where
@@ -1472,13 +1522,15 @@ static void fill_memory(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
     struct robj *o = r->o;
-    if (r->closing || o->random_reads < OM_READ_MEMORY_FILL_AFTER ||
+    if (r->closing || o->demand_gets < OM_READ_MEMORY_FILL_AFTER ||
         o->size > rs->cfg.memory_limit / FILL_MEMORY_SHARE)
         return;
-    if (!o->filled_memory)
+    if (!o->filled_memory) {
         rs->st.memory_fills++;
-    o->filled_memory = true;
-    cover(r, 0, o->size, rs->cfg.part_size, 1, UINT64_MAX, false);
+        o->filled_memory = true;
+        o->fill_next = 0;
+    }
+    fill_more(rs, o);
     for (struct om_read_seg *s = o->segs; s; s = s->next) {
         if (s->starter == r && s->state == SEG_LOADING)
             s->starter = NULL;
@@ -1550,8 +1602,8 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
 {
     if (p->kind == OM_READ_RANDOM) {
         r->run_start = p->demand.off; /* the next sequential run starts here */
-        r->o->random_reads++;
     }
+    unsigned misses = r->o->demand_gets;
     r->window = p->next.window;
     r->streak = p->next.streak;
     r->ahead = p->next.ahead;
@@ -1575,7 +1627,7 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
         r->ahead = OM_MAX(r->ahead, covered_from(r->o, end));
     if (p->consider_fill && r->o->cacheable)
         maybe_fill(r->rs, r);
-    else if (p->consider_fill)
+    else if (!r->o->cacheable && r->o->demand_gets != misses)
         fill_memory(r);
 }
 

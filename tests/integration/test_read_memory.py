@@ -236,6 +236,40 @@ def test_an_object_up_to_half_the_budget_is_filled_into_memory(mount, bucket, s3
     assert reads()["get_bytes"] <= 1.5 * size, reads()
 
 
+def test_reads_near_each_other_that_each_fetch_count_toward_the_fill(mount, bucket, s3client):
+    """An HDF5 window's chunks lie a few MiB apart: reads within part_size
+    of the last one are planned as sequential, and only reads planned as
+    random counted toward the fill, so four h5py workers of one file made
+    270 GETs before it started. What counts now is a read that had to start
+    a GET of its own: a walk of 4 KiB reads 1.5-6 MiB apart fills the
+    object (never, before), every byte right, fetched about once."""
+    import random
+
+    size = 64 * MiB
+    data = payload("walk", size)
+    s3client.put_object(Bucket=bucket, Key="w.h5", Body=data)
+    m = mount(bucket, "memory_limit=256M")
+    rnd = random.Random(3)
+
+    def reads():
+        return admin.stats_json(m.path)["reads"]
+
+    off = size // 2
+    with open(m.join("w.h5"), "rb", buffering=0) as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        for k in range(200):
+            step = rnd.randrange(3 * MiB // 2, 6 * MiB) * rnd.choice((-1, 1))
+            off = min(max(off + step, 0), size - 4096)
+            assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
+            if k == 20:
+                assert reads()["memory_fills"] == 0, reads()
+        assert wait_for(lambda: reads()["memory_fills"] == 1, 30), reads()
+        for _ in range(200):
+            off = rnd.randrange(0, size - 4096)
+            assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
+    assert reads()["get_bytes"] <= 1.5 * size, reads()
+
+
 # -- an idle mount --------------------------------------------------------------------------
 def rss_bytes(pid):
     with open("/proc/%d/status" % pid) as f:
