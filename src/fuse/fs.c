@@ -2,6 +2,7 @@
 #include "objmount/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/fuse.h>
 #include <stddef.h>
@@ -336,8 +337,10 @@ static void reply_view(fuse_req_t req, const struct om_read_view *v)
 {
     if (v->nfd > 0) {
         /* straight from the data cache's block files: spliced, not copied
-         * through memory (libfuse reads them into a buffer when the kernel
-         * cannot splice) */
+         * through memory, when the reply fits libfuse's pipe with a page to
+         * spare per buffer; a pipe grows to pipe-max-size (1 MiB) without
+         * CAP_SYS_RESOURCE, so a 1 MiB read is read into a buffer and
+         * written from it (decisions.md, "Wholly cached objects") */
         struct fuse_bufvec one = FUSE_BUFVEC_INIT(0), *bv = &one;
         if (v->nfd > 1 && !(bv = calloc(1, sizeof(*bv) + sizeof(bv->buf[0]))))
             return (void)fuse_reply_err(req, ENOMEM);
@@ -949,10 +952,21 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
     return writev(fd, iov, count);
 }
 
+/* libfuse offers FUSE_CAP_SPLICE_WRITE to a session with custom I/O only
+ * when it can splice: without this, every reply from the data cache's
+ * block files was read into a buffer and written from it. */
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                              unsigned int flags, void *ud)
+{
+    (void)ud;
+    return splice(fdin, offin, fdout, offout, len, flags);
+}
+
 int om_fs_attach_io(struct om_fs *fs, struct fuse_session *se)
 {
     (void)fs; /* reaches the callbacks as the session's userdata */
-    static const struct fuse_custom_io io = {.read = io_read, .writev = io_writev};
+    static const struct fuse_custom_io io = {
+        .read = io_read, .writev = io_writev, .splice_send = io_splice_send};
     int fd = fuse_session_fd(se);
     return fuse_session_custom_io(se, &io, fd);
 }
