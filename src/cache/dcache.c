@@ -32,6 +32,7 @@
 #define MIN_AUTO (64ULL << 20)
 #define STAGING_RESERVE_MAX (4ULL << 30)
 #define FREE_CHECK_MS 1000
+#define VERIFIED_WAYS 4 /* slots of a set of the verified table */
 
 struct hdr {
     char magic[8];
@@ -72,14 +73,21 @@ struct om_dcache {
     uint64_t free_checked_ms;
     bool disk_short; /* the filesystem is below min_free_space */
     /* Block files this mount has verified (om_dcache_open_block), by policy
-     * key, direct-mapped: a block is checked the first time it is opened
-     * here, and again when its file is another one (replaced, or changed:
-     * its inode number or change time differ) or its slot was taken. */
+     * key, in sets of VERIFIED_WAYS slots: a block is checked the first time
+     * it is opened here, and again when its file is another one (replaced,
+     * or changed: its inode number or change time differ) or its set was
+     * full (direct-mapped with a slot per block of the bound, 1,024 for 256
+     * MiB, 6 of 66 blocks were checked twice in one pass). A
+     * slot being checked is busy: a second open of the block waits for the
+     * check instead of making its own (the kernel's two first reads of a
+     * file checked each block twice after every mount). */
     struct verified {
         uint64_t key, ino;
         int64_t ctime_ns;
+        bool busy;
     } *verified;
     size_t verified_mask;
+    pthread_cond_t verified_cond;
     struct om_dcache_stats st;
 };
 
@@ -907,6 +915,7 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     dc->st.storing = true;
     pthread_mutex_init(&dc->lock, NULL);
     pthread_cond_init(&dc->cond, NULL);
+    pthread_cond_init(&dc->verified_cond, NULL);
     dc->endpoint = strdup(cfg->endpoint ? cfg->endpoint : "");
     dc->bucket = strdup(cfg->bucket ? cfg->bucket : "");
     char *usage = NULL;
@@ -959,8 +968,10 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     om_dpolicy_set_aging(dc->policy, OM_MAX(2 * (dc->limit / OM_DCACHE_BLOCK), (uint64_t)1024));
     trim_to_limit(dc);
     dc->st.size_bytes = usage_add(dc, 0);
-    size_t nv = 1024; /* one slot per block of the bound, at most 2^17 (3 MiB) */
-    while (nv < dc->limit / OM_DCACHE_BLOCK && nv < ((size_t)1 << 17))
+    /* two slots per block of the bound, at least 2^14 (512 KiB), at most
+     * 2^17 (4 MiB) */
+    size_t nv = (size_t)1 << 14;
+    while (nv < 2 * (dc->limit / OM_DCACHE_BLOCK) && nv < ((size_t)1 << 17))
         nv *= 2;
     if (!(dc->verified = calloc(nv, sizeof(*dc->verified)))) {
         snprintf(err, errlen, "out of memory");
@@ -1010,6 +1021,7 @@ void om_dcache_free(struct om_dcache *dc)
     if (dc->usage_fd >= 0)
         close(dc->usage_fd);
     pthread_cond_destroy(&dc->cond);
+    pthread_cond_destroy(&dc->verified_cond);
     pthread_mutex_destroy(&dc->lock);
     free(dc->dir);
     free(dc->tmp_dir);
@@ -1085,6 +1097,22 @@ void om_dcache_put(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t
         store_blocks(dc, &j);
 }
 
+/* The slot of key's set that holds it, else an empty one, else the one
+ * key takes. Caller holds dc->lock. */
+static struct verified *verified_slot(struct om_dcache *dc, uint64_t key)
+{
+    uint64_t h = om_hash_u64(key);
+    struct verified *set = &dc->verified[h & dc->verified_mask & ~(uint64_t)(VERIFIED_WAYS - 1)];
+    struct verified *empty = NULL;
+    for (int w = 0; w < VERIFIED_WAYS; w++) {
+        if (set[w].key == key)
+            return &set[w];
+        if (!empty && set[w].key == 0 && !set[w].busy)
+            empty = &set[w];
+    }
+    return empty ? empty : &set[(h >> 32) % VERIFIED_WAYS];
+}
+
 /* Check block i's file in place (mapped, not copied): header and CRC32C. */
 static int check_mapped(const struct om_dcache_obj *o, uint64_t i, int fd, uint64_t len)
 {
@@ -1122,19 +1150,30 @@ int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, ui
     uint64_t key = policy_key(o->kh, o->eh, i);
     int64_t ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
     pthread_mutex_lock(&dc->lock);
-    struct verified *v = &dc->verified[om_hash_u64(key) & dc->verified_mask];
+    struct verified *v = verified_slot(dc, key);
+    while (v->busy && v->key == key)
+        pthread_cond_wait(&dc->verified_cond, &dc->lock);
     bool known = v->key == key && v->ino == (uint64_t)sb.st_ino && v->ctime_ns == ctime_ns;
+    if (!known) /* claimed: opens of the same block wait for this check */
+        *v = (struct verified){
+            .key = key, .ino = (uint64_t)sb.st_ino, .ctime_ns = ctime_ns, .busy = true};
     pthread_mutex_unlock(&dc->lock);
     if (!known) {
         int rc = check_mapped(o, i, fd, len);
+        pthread_mutex_lock(&dc->lock);
+        dc->st.verified++;
+        if (v->key == key && v->busy) { /* not taken by another block meanwhile */
+            if (rc)
+                *v = (struct verified){0};
+            v->busy = false;
+            pthread_cond_broadcast(&dc->verified_cond);
+        }
+        pthread_mutex_unlock(&dc->lock);
         if (rc) {
             close(fd);
             drop_bad_block(dc, o, i, rc);
             return rc;
         }
-        pthread_mutex_lock(&dc->lock);
-        *v = (struct verified){.key = key, .ino = (uint64_t)sb.st_ino, .ctime_ns = ctime_ns};
-        pthread_mutex_unlock(&dc->lock);
     }
     pthread_mutex_lock(&dc->lock);
     dc->st.hits++;
