@@ -5,7 +5,7 @@ time, every window checked (issue 23).
 
     /usr/bin/python3 tools/bench/h5workers.py [--size-mib 256] [--workers 4]
         [--seconds 20] [--peers objmount,objmount-training,s3fs,rclone]
-        [--phases loopback,s3-like] [--out results.json] [--keep-work]
+        [--phases loopback,s3-like] [--runs N] [--out results.json] [--keep-work]
 
 The file: one int32 dataset "x" of S x S values (S = sqrt(size / 4), 8192
 for 256 MiB) in 128 x 128 chunks (64 KiB each), value = row * S + column,
@@ -20,7 +20,10 @@ file with h5py (the open is inside the measured time) and reads windows
 d[r:r+64, c:c+64] at random (its own seed) until SECONDS have passed,
 comparing each with the values it must hold. A window that differs fails
 the run (DATA MISMATCH, exit status 1). Windows/s = all workers' windows /
-SECONDS.
+SECONDS. With --runs N every phase is measured N times, the peers one
+after the other in each (so that a slow minute of the machine falls on all
+of them), and the table shows each peer's median (the runs' figures beside
+it).
 
 Prints a Markdown table (windows/s per phase and peer, ratios to s3fs-fuse
 and rclone); --out writes JSON. Must run as root (FUSE mounts,
@@ -31,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,8 +174,9 @@ def measure(args, work, results):
         peers = sharedmod.prepare_peers(args, work, fp, results)
         for phase in args.phases:
             fp.set_faults(latency=dict(sharedmod.PHASES[phase]))
-            for name, (p, pw) in peers.items():
-                row = {"phase": phase, "peer": name, "workers": args.workers}
+            for run, (name, (p, pw)) in ((k, item) for k in range(args.runs)
+                                         for item in peers.items()):
+                row = {"phase": phase, "peer": name, "workers": args.workers, "run": run}
                 results["runs"].append(row)
                 if not sharedmod.try_run(row, name, lambda: one_run(p, pw, fp, ctx, size, args)):
                     continue
@@ -183,9 +188,32 @@ def measure(args, work, results):
         srv.stop()
 
 
+def median_rows(rows):
+    """One row per peer: the median windows/s of its runs (None if a run
+    failed), and the runs' figures."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["peer"], []).append(r)
+    out = {}
+    for peer, rs in by.items():
+        vals = [r.get("windows_s") for r in rs]
+        ok = sorted(v for v in vals if v)
+        out[peer] = {"windows_s": statistics.median(ok) if ok and len(ok) == len(vals) else None,
+                     "all": vals}
+    return out
+
+
 def ratio(by, a, b):
     x, y = by.get(a, {}).get("windows_s"), by.get(b, {}).get("windows_s")
     return "%.2fx" % (x / y) if x and y else "-"
+
+
+def cell(med):
+    if not med["windows_s"]:
+        return "error"
+    if len(med["all"]) == 1:
+        return "%.0f" % med["windows_s"]
+    return "%.0f (%s)" % (med["windows_s"], ", ".join("%.0f" % v for v in med["all"]))
 
 
 def markdown(results):
@@ -197,13 +225,14 @@ def markdown(results):
     out = ["%s: %d x %d int32 in %d x %d chunks (%.0f MiB); %d h5py worker processes, random "
            "%dx%d windows for %.0f s each, every window checked. %s (%s)"
            % (KEY, m["side"], m["side"], CHUNK, CHUNK, m["size"] / MiB, m["workers"], WINDOW,
-              WINDOW, m["seconds"], m["date"], m["commit"]), "",
+              WINDOW, m["seconds"], m["date"], m["commit"])
+           + ("; median of %d runs, the peers in turn in each (runs in parentheses)"
+              % m.get("runs", 1) if m.get("runs", 1) > 1 else ""), "",
            "| phase | " + " | ".join(peers) + " | objmount/s3fs | objmount/rclone |",
            "|---|" + "---|" * (len(peers) + 2)]
     for phase in m["phases"]:
-        by = {r["peer"]: r for r in runs if r["phase"] == phase}
-        cells = [("%.0f" % by[p]["windows_s"]) if "windows_s" in by.get(p, {})
-                 else "error" if p in by else "-" for p in peers]
+        by = median_rows([r for r in runs if r["phase"] == phase])
+        cells = [cell(by[p]) if p in by else "-" for p in peers]
         out.append("| %s | %s | %s | %s |" % (phase, " | ".join(cells),
                                               ratio(by, "objmount", "s3fs"),
                                               ratio(by, "objmount", "rclone")))
@@ -223,11 +252,13 @@ def parse_args(argv):
     ap.add_argument("--phases", type=lambda t: sharedmod.csv_list(t, list(sharedmod.PHASES)),
                     default=list(sharedmod.PHASES),
                     help="comma-separated: %s (default both)" % ", ".join(sharedmod.PHASES))
+    ap.add_argument("--runs", type=int, default=1,
+                    help="runs of every phase, peers in turn; medians shown (default 1)")
     ap.add_argument("--out", help="write the results as JSON to this file")
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
-    if args.size_mib < 1 or args.workers < 1 or args.seconds <= 0:
-        ap.error("--size-mib, --workers and --seconds must be positive")
+    if args.size_mib < 1 or args.workers < 1 or args.seconds <= 0 or args.runs < 1:
+        ap.error("--size-mib, --workers, --seconds and --runs must be positive")
     return args
 
 
@@ -237,6 +268,7 @@ def main(argv=None):
     results = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         "commit": benchmod.git_commit(), "workers": args.workers,
                         "seconds": args.seconds, "peers": args.peers, "phases": args.phases,
+                        "runs": args.runs,
                         "command": " ".join(["/usr/bin/python3"] + sys.argv),
                         "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()},
                "peers": {}, "skipped": {}, "runs": []}
