@@ -72,8 +72,8 @@
 #define PREFETCH_TTL_MS 30000 /* a prefetched object not opened by then is dropped */
 #define LOOKUP_TTL_MS 10000   /* a lookup's whole object not opened by then is dropped */
 #define JANITOR_MS 2000       /* how often the stash is looked at while it holds objects */
-#define FILL_THREADS 8
-#define FILL_CHUNK 8
+#define FILL_THREADS 16
+#define FILL_CHUNK 4
 #define MAX_FILLS 2
 
 enum seg_state { SEG_LOADING, SEG_READY, SEG_ERROR };
