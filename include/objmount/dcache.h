@@ -125,7 +125,7 @@ struct om_dcache_stats {
     uint64_t evictions;
     uint64_t reclaimed_bytes; /* given back to writes (om_dcache_reclaim) */
     uint64_t corrupt; /* bad blocks dropped */
-    uint64_t verified; /* block files checked before their first reply (om_dcache_open_block) */
+    uint64_t verified;  /* block files checked before their first reply (om_dcache_open_block) */
     uint64_t in_flight; /* block reads and writes queued or running */
     bool storing;       /* false once a disk failure turned storing off */
 };

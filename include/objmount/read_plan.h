@@ -22,7 +22,8 @@
 #define OM_READ_RANDOM_ALIGN (64 * 1024ULL)
 #define OM_READ_MIN_CHUNK (256 * 1024ULL)
 #define OM_READ_FILL_AFTER 4    /* random reads between two fill considerations */
-#define OM_READ_MEMORY_FILL_AFTER 32 /* reads of an object that started a GET, before a fill into memory */
+/* reads of an object that started a GET of their own, before a fill into memory */
+#define OM_READ_MEMORY_FILL_AFTER 32
 #define OM_READ_STREAMING_RUN 4 /* sequential reads in a row that make a streaming reader */
 
 struct om_read_plan_config {
