@@ -125,9 +125,11 @@ struct robj {
     bool filled_memory; /* read at random: fetched whole into the pool (fill_memory) */
     uint64_t fill_next; /* where the memory fill goes on */
     int fill_inflight;  /* its GETs in flight */
+    unsigned demand_segs; /* segments its handles' reads started for their own bytes */
     /* reads of its handles that had to start a GET of their own (their
-     * bytes neither in memory nor on the way), for fill_memory */
-    unsigned demand_gets;
+     * bytes neither in memory nor on the way), streaming readers' aside:
+     * for fill_memory */
+    unsigned fetching_reads;
     bool stashed;            /* in rs->stash: a lookup's whole object, waiting for its open */
     struct robj *stash_next; /* newer to older */
     /* fetched ahead of an open the prefetch across files expects
@@ -580,7 +582,7 @@ static struct om_read_seg *seg_new(struct om_readers *rs, struct robj *o, struct
     s->state = SEG_LOADING;
     s->prefetch = !demand;
     if (demand && !cached)
-        o->demand_gets++;
+        o->demand_segs++;
     s->next = *pp;
     *pp = s;
     o->nsegs++;
@@ -1511,7 +1513,8 @@ static void fill_more(struct om_readers *rs, struct robj *o)
  * would: a few random reads of a large file, as a header or an index, stay
  * exact and cheap; random reads near each other, as an HDF5 window's
  * chunks, count too, where only reads planned as random did and the fill
- * of four h5py workers started after 270 GETs) and no larger
+ * of four h5py workers started after 270 GETs; a streaming reader's do
+ * not) and no larger
  * than FILL_MEMORY_SHARE of the budget is fetched whole into the pool, in
  * part-sized prefetch GETs from spare memory, as s3fs-fuse keeps each open
  * object in a local file: its later random reads come from memory, where
@@ -1522,7 +1525,7 @@ static void fill_memory(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
     struct robj *o = r->o;
-    if (r->closing || o->demand_gets < OM_READ_MEMORY_FILL_AFTER ||
+    if (r->closing || o->fetching_reads < OM_READ_MEMORY_FILL_AFTER ||
         o->size > rs->cfg.memory_limit / FILL_MEMORY_SHARE)
         return;
     if (!o->filled_memory) {
@@ -1603,7 +1606,7 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
     if (p->kind == OM_READ_RANDOM) {
         r->run_start = p->demand.off; /* the next sequential run starts here */
     }
-    unsigned misses = r->o->demand_gets;
+    unsigned segs = r->o->demand_segs;
     r->window = p->next.window;
     r->streak = p->next.streak;
     r->ahead = p->next.ahead;
@@ -1612,6 +1615,13 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
     if (p->cancel_prefetch)
         cancel_loading(r, p->cancel_from, false);
     cover_range(r, &p->demand, UINT64_MAX, true);
+    /* a streaming reader that caught up with its prefetch is no random
+     * reader: four of them on one 1 GiB object started a fill that fetched
+     * again what they had read and dropped (1.40x the object) */
+    bool fetched = r->o->demand_segs != segs &&
+                   !(p->kind == OM_READ_SEQUENTIAL && p->next.seq_run >= OM_READ_STREAMING_RUN);
+    if (fetched)
+        r->o->fetching_reads++;
     struct om_read_range ahead = p->prefetch;
     /* another handle's run ahead: the prefetch ends there exactly, not at
      * the end of the chunk that reaches it */
@@ -1627,7 +1637,7 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
         r->ahead = OM_MAX(r->ahead, covered_from(r->o, end));
     if (p->consider_fill && r->o->cacheable)
         maybe_fill(r->rs, r);
-    else if (!r->o->cacheable && r->o->demand_gets != misses)
+    else if (!r->o->cacheable && fetched)
         fill_memory(r);
 }
 
