@@ -527,6 +527,8 @@ static bool disk_short(struct om_dcache *dc, uint64_t want)
     return dc->disk_short;
 }
 
+static void trim_to_limit(struct om_dcache *dc);
+
 /* Make room for bytes (the victims the policy names are removed) and say
  * whether block key may come in. */
 static bool make_room(struct om_dcache *dc, uint64_t key, uint64_t bytes)
@@ -602,6 +604,12 @@ static void store_blocks(struct om_dcache *dc, struct job *j)
             dc->st.insert_bytes += len;
         }
         pthread_mutex_unlock(&dc->lock);
+        /* another store made room for itself at the same moment (one of
+         * this mount's cache threads, or another mount of the cache_dir:
+         * two mounts ended a block above their shared bound): the bound
+         * is kept after the fact */
+        if (added && total > dc->limit)
+            trim_to_limit(dc);
     }
 }
 
