@@ -206,26 +206,20 @@ def test_an_object_read_at_random_is_filled_into_memory(mount, bucket, s3client)
     assert st["get_bytes"] <= 1.5 * size, st
 
 
-def test_an_object_up_to_half_the_budget_is_filled_into_memory(mount, bucket, s3client):
-    """The fill takes objects up to half of memory_limit (a quarter before:
-    the bench's 1 GiB object under the default 3 GiB budget was read one
-    round trip at a time, 0.01-0.05x s3fs-fuse); twenty random reads stay
-    exact."""
-    import random
-
-    size = 100 * MiB  # more than a quarter of 256 MiB, less than half
-    data = payload("half", size)
-    s3client.put_object(Bucket=bucket, Key="h.bin", Body=data)
+def read_until_filled(mount, bucket, s3client, key, data, rnd, first_offsets):
+    """Under memory_limit=256M: 4 KiB reads of key at first_offsets (the
+    21st of them finds no fill yet), then the fill comes, then 200 random
+    reads; every byte right, the object fetched at most 1.5 times."""
+    size = len(data)
+    s3client.put_object(Bucket=bucket, Key=key, Body=data)
     m = mount(bucket, "memory_limit=256M")
-    rnd = random.Random(11)
 
     def reads():
         return admin.stats_json(m.path)["reads"]
 
-    with open(m.join("h.bin"), "rb", buffering=0) as f:
+    with open(m.join(key), "rb", buffering=0) as f:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
-        for k in range(400):
-            off = rnd.randrange(0, size - 4096)
+        for k, off in enumerate(first_offsets):
             assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
             if k == 20:
                 assert reads()["memory_fills"] == 0, reads()
@@ -234,6 +228,19 @@ def test_an_object_up_to_half_the_budget_is_filled_into_memory(mount, bucket, s3
             off = rnd.randrange(0, size - 4096)
             assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
     assert reads()["get_bytes"] <= 1.5 * size, reads()
+
+
+def test_an_object_up_to_half_the_budget_is_filled_into_memory(mount, bucket, s3client):
+    """The fill takes objects up to half of memory_limit (a quarter before:
+    the bench's 1 GiB object under the default 3 GiB budget was read one
+    round trip at a time, 0.01-0.05x s3fs-fuse); twenty random reads stay
+    exact."""
+    import random
+
+    size = 100 * MiB  # more than a quarter of 256 MiB, less than half
+    rnd = random.Random(11)
+    read_until_filled(mount, bucket, s3client, "h.bin", payload("half", size), rnd,
+                      (rnd.randrange(0, size - 4096) for _ in range(400)))
 
 
 def test_reads_near_each_other_that_each_fetch_count_toward_the_fill(mount, bucket, s3client):
@@ -246,28 +253,16 @@ def test_reads_near_each_other_that_each_fetch_count_toward_the_fill(mount, buck
     import random
 
     size = 64 * MiB
-    data = payload("walk", size)
-    s3client.put_object(Bucket=bucket, Key="w.h5", Body=data)
-    m = mount(bucket, "memory_limit=256M")
     rnd = random.Random(3)
 
-    def reads():
-        return admin.stats_json(m.path)["reads"]
-
-    off = size // 2
-    with open(m.join("w.h5"), "rb", buffering=0) as f:
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
-        for k in range(200):
+    def walk():
+        off = size // 2
+        for _ in range(200):
             step = rnd.randrange(3 * MiB // 2, 6 * MiB) * rnd.choice((-1, 1))
             off = min(max(off + step, 0), size - 4096)
-            assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
-            if k == 20:
-                assert reads()["memory_fills"] == 0, reads()
-        assert wait_for(lambda: reads()["memory_fills"] == 1, 30), reads()
-        for _ in range(200):
-            off = rnd.randrange(0, size - 4096)
-            assert os.pread(f.fileno(), 4096, off) == data[off:off + 4096], off
-    assert reads()["get_bytes"] <= 1.5 * size, reads()
+            yield off
+
+    read_until_filled(mount, bucket, s3client, "w.h5", payload("walk", size), rnd, walk())
 
 
 # -- an idle mount --------------------------------------------------------------------------
