@@ -93,8 +93,29 @@ int om_dcache_load(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t
  * inode or change time). Counts a hit; the caller closes the fd. */
 int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
                          uint64_t *data_off);
+/* Replies of at least OM_DCACHE_DIRECT_MIN bytes are read from the block
+ * files with O_DIRECT into buffers the cache lends (OM_DCACHE_DIRECT_SIZE:
+ * two rooms of OM_DCACHE_DIRECT_ROOM, one per block a reply touches):
+ * neither a second copy of the bytes in the page cache beside the
+ * kernel's of the mounted file nor a copy out of it (decisions.md,
+ * "Wholly cached objects"). om_dcache_direct_get gives NULL when all
+ * are lent or the cache's filesystem refuses O_DIRECT. */
+#define OM_DCACHE_DIRECT_MIN (128 * 1024)
+#define OM_DCACHE_DIRECT_ROOM (OM_DCACHE_BLOCK + 4096)
+#define OM_DCACHE_DIRECT_SIZE (2 * OM_DCACHE_DIRECT_ROOM)
+char *om_dcache_direct_get(struct om_dcache *dc);
+void om_dcache_direct_put(struct om_dcache *dc, char *buf);
+/* Read bytes [off, off+n) of block i's data with O_DIRECT into room (a
+ * room of a lent buffer): 0 and *data where they begin in room, or
+ * -ENOENT / -EBADMSG (the block is dropped: fetch it from the store) /
+ * -EIO / -EOPNOTSUPP (O_DIRECT refused: open the block instead). A block
+ * this mount has not verified is read whole and checked there (as
+ * om_dcache_open_block does). Counts a hit. */
+int om_dcache_read_direct(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
+                          uint64_t off, size_t n, char *room, const char **data);
 /* Start reading blocks [0, n) of o from disk into the page cache (a read of
- * them from their files is coming); no check, no wait. */
+ * them from their files is coming); no check, no wait. Nothing when its
+ * reads will be direct (o at least OM_DCACHE_DIRECT_MIN long). */
 void om_dcache_advise(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t n);
 /* Offer blocks [first, first+n) held in buf (object offset first * BLOCK;
  * the last block may be the object's short tail) for storing. Returns
@@ -126,6 +147,7 @@ struct om_dcache_stats {
     uint64_t reclaimed_bytes; /* given back to writes (om_dcache_reclaim) */
     uint64_t corrupt; /* bad blocks dropped */
     uint64_t verified;  /* block files checked before their first reply (om_dcache_open_block) */
+    uint64_t direct_reads; /* blocks read for replies with O_DIRECT (om_dcache_read_direct) */
     uint64_t in_flight; /* block reads and writes queued or running */
     bool storing;       /* false once a disk failure turned storing off */
 };

@@ -112,6 +112,11 @@ struct om_read_view {
     int fd[2];
     uint64_t fd_off[2];
     size_t fd_len[2];
+    /* or (ndirect > 0) read from them with O_DIRECT into dbuf, lent by the
+     * data cache (om_dcache_read_direct): the reply is direct[] */
+    int ndirect;
+    struct iovec direct[2];
+    char *dbuf;
 };
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v);
 void om_reader_view_done(struct om_reader *r, struct om_read_view *v);

@@ -33,6 +33,9 @@
 #define STAGING_RESERVE_MAX (4ULL << 30)
 #define FREE_CHECK_MS 1000
 #define VERIFIED_WAYS 4 /* slots of a set of the verified table */
+#define DIRECT_ALIGN 4096 /* of O_DIRECT offsets, lengths and buffers */
+#define DIRECT_BUFS 8
+#define HUGE_ALIGN (2u << 20)
 
 struct hdr {
     char magic[8];
@@ -88,6 +91,12 @@ struct om_dcache {
     } *verified;
     size_t verified_mask;
     pthread_cond_t verified_cond;
+    /* replies read with O_DIRECT (om_dcache_read_direct): false where the
+     * cache's filesystem refuses it; buffers of OM_DCACHE_DIRECT_SIZE made
+     * on first use, direct_busy a bit per buffer lent */
+    bool direct;
+    char *direct_bufs[DIRECT_BUFS];
+    unsigned direct_busy;
     struct om_dcache_stats st;
 };
 
@@ -411,19 +420,29 @@ static uint64_t remove_block(struct om_dcache *dc, const unsigned char kh[16],
     return freed;
 }
 
-/* Read and check one block into dst. 0, -ENOENT (not there) or -EBADMSG
- * (there but bad: removed). */
-/* Open block i of o: an fd, or -ENOENT (not cached) / -EBADMSG. */
-static int open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i)
+/* Open block i of o (flags beside O_RDONLY: 0 or O_DIRECT): an fd, or
+ * -ENOENT (not cached) / -EINVAL (O_DIRECT refused) / -EBADMSG. */
+static int open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i, int flags)
 {
     char *p = block_path(dc, o->kh, o->eh, i);
     if (!p)
         return -ENOMEM;
-    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | flags);
+    int err = errno;
     free(p);
     if (fd < 0)
-        return errno == ENOENT ? -ENOENT : -EBADMSG;
+        return err == ENOENT ? -ENOENT : err == EINVAL && flags ? -EINVAL : -EBADMSG;
     return fd;
+}
+
+/* Are header h and the len data bytes at data block i of o? */
+static bool block_good(const struct om_dcache_obj *o, uint64_t i, const struct hdr *h,
+                       const void *data, uint64_t len)
+{
+    return memcmp(h->magic, MAGIC, 8) == 0 &&
+           h->hcrc == om_crc32c(0, h, offsetof(struct hdr, hcrc)) &&
+           memcmp(h->id, o->id, sizeof(h->id)) == 0 && h->index == i && h->len == len &&
+           h->crc == om_crc32c(0, data, (size_t)len);
 }
 
 /* Read block i from fd (open_block) into dst and check it; closes fd. */
@@ -438,10 +457,7 @@ static int read_block(const struct om_dcache_obj *o, uint64_t i, int fd, char *d
         preadv(fd, iov, 2, 0) != (ssize_t)(HDR + len))
         rc = -EBADMSG;
     close(fd);
-    if (!rc && (memcmp(h.magic, MAGIC, 8) != 0 ||
-                h.hcrc != om_crc32c(0, &h, offsetof(struct hdr, hcrc)) ||
-                memcmp(h.id, o->id, sizeof(h.id)) != 0 || h.index != i || h.len != len ||
-                h.crc != om_crc32c(0, dst, (size_t)len)))
+    if (!rc && !block_good(o, i, &h, dst, len))
         rc = -EBADMSG;
     return rc;
 }
@@ -645,14 +661,14 @@ static int load_blocks(struct om_dcache *dc, struct job *j)
     uint64_t i = j->first;
     for (; i < j->first + j->n; i++) {
         while (opened < j->first + j->n && opened < i + LOAD_AHEAD) {
-            int fd = open_block(dc, &j->obj, opened);
+            int fd = open_block(dc, &j->obj, opened, 0);
             if (fd < 0)
                 break; /* read_block of that one reports it */
             posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
             fds[opened % LOAD_AHEAD] = fd;
             opened++;
         }
-        int fd = i < opened ? fds[i % LOAD_AHEAD] : open_block(dc, &j->obj, i);
+        int fd = i < opened ? fds[i % LOAD_AHEAD] : open_block(dc, &j->obj, i, 0);
         opened = OM_MAX(opened, i + 1); /* i's fd is taken now */
         rc = fd < 0 ? fd : read_block(&j->obj, i, fd, j->buf + (i - j->first) * OM_DCACHE_BLOCK);
         if (rc)
@@ -921,6 +937,7 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     dc->usage_fd = -1;
     dc->min_free_space = cfg->min_free_space;
     dc->st.storing = true;
+    dc->direct = true;
     pthread_mutex_init(&dc->lock, NULL);
     pthread_cond_init(&dc->cond, NULL);
     pthread_cond_init(&dc->verified_cond, NULL);
@@ -1026,6 +1043,8 @@ void om_dcache_free(struct om_dcache *dc)
     }
     om_dpolicy_free(dc->policy);
     free(dc->verified);
+    for (int k = 0; k < DIRECT_BUFS; k++)
+        free(dc->direct_bufs[k]);
     if (dc->usage_fd >= 0)
         close(dc->usage_fd);
     pthread_cond_destroy(&dc->cond);
@@ -1129,72 +1148,217 @@ static int check_mapped(const struct om_dcache_obj *o, uint64_t i, int fd, uint6
         return -EBADMSG;
     struct hdr h;
     memcpy(&h, p, sizeof(h));
-    int rc = memcmp(h.magic, MAGIC, 8) != 0 ||
-                     h.hcrc != om_crc32c(0, &h, offsetof(struct hdr, hcrc)) ||
-                     memcmp(h.id, o->id, sizeof(h.id)) != 0 || h.index != i || h.len != len ||
-                     h.crc != om_crc32c(0, (const char *)p + HDR, (size_t)len)
-                 ? -EBADMSG
-                 : 0;
+    int rc = block_good(o, i, &h, (const char *)p + HDR, len) ? 0 : -EBADMSG;
     munmap(p, HDR + len);
     return rc;
+}
+
+/* Open block i's file (flags as open_block) and check its size: an fd
+ * and its stat, or -errno (the block dropped, unless -ENOMEM or -EINVAL). */
+static int open_sized(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i, int flags,
+                      struct stat *sb)
+{
+    int fd = open_block(dc, o, i, flags);
+    if (fd < 0) {
+        if (fd != -ENOMEM && fd != -EINVAL)
+            drop_bad_block(dc, o, i, fd); /* forget it: the store has it */
+        return fd;
+    }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode) ||
+        (uint64_t)sb->st_size != HDR + block_len(o, i)) {
+        close(fd);
+        drop_bad_block(dc, o, i, -EBADMSG);
+        return -EBADMSG;
+    }
+    return fd;
+}
+
+/* Has this mount checked block key in file sb? true: nothing to do; else
+ * *claim is the slot claimed for the caller's check (opens of the same
+ * block wait for it), to be given to check_done. */
+static bool checked_before(struct om_dcache *dc, uint64_t key, const struct stat *sb,
+                           struct verified **claim)
+{
+    int64_t ctime_ns = (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec;
+    pthread_mutex_lock(&dc->lock);
+    struct verified *v;
+    while ((v = verified_slot(dc, key))->busy && v->key == key)
+        pthread_cond_wait(&dc->verified_cond, &dc->lock);
+    bool known = v->key == key && v->ino == (uint64_t)sb->st_ino && v->ctime_ns == ctime_ns;
+    if (!known)
+        *v = (struct verified){
+            .key = key, .ino = (uint64_t)sb->st_ino, .ctime_ns = ctime_ns, .busy = true};
+    *claim = v;
+    pthread_mutex_unlock(&dc->lock);
+    return known;
+}
+
+/* The end of the check claimed in v: rc 0 (good), -EBADMSG (bad) or
+ * another -errno (not made: unknown still). */
+static void check_done(struct om_dcache *dc, struct verified *v, uint64_t key, int rc)
+{
+    pthread_mutex_lock(&dc->lock);
+    if (rc == 0 || rc == -EBADMSG)
+        dc->st.verified++;
+    if (v->key == key && v->busy) { /* not taken by another block meanwhile */
+        if (rc)
+            *v = (struct verified){0};
+        v->busy = false;
+        pthread_cond_broadcast(&dc->verified_cond);
+    }
+    pthread_mutex_unlock(&dc->lock);
+}
+
+static void count_hit(struct om_dcache *dc, uint64_t len, bool direct)
+{
+    pthread_mutex_lock(&dc->lock);
+    dc->st.hits++;
+    dc->st.hit_bytes += len;
+    if (direct)
+        dc->st.direct_reads++;
+    pthread_mutex_unlock(&dc->lock);
 }
 
 int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
                          uint64_t *data_off)
 {
     uint64_t len = block_len(o, i);
-    int fd = open_block(dc, o, i);
-    if (fd < 0) {
-        if (fd != -ENOMEM)
-            drop_bad_block(dc, o, i, fd); /* forget it: the store has it */
-        return fd;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != HDR + len) {
-        close(fd);
-        drop_bad_block(dc, o, i, -EBADMSG);
-        return -EBADMSG;
-    }
+    int fd = open_sized(dc, o, i, 0, &sb);
+    if (fd < 0)
+        return fd;
     uint64_t key = policy_key(o->kh, o->eh, i);
-    int64_t ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
-    pthread_mutex_lock(&dc->lock);
-    struct verified *v = verified_slot(dc, key);
-    while (v->busy && v->key == key)
-        pthread_cond_wait(&dc->verified_cond, &dc->lock);
-    bool known = v->key == key && v->ino == (uint64_t)sb.st_ino && v->ctime_ns == ctime_ns;
-    if (!known) /* claimed: opens of the same block wait for this check */
-        *v = (struct verified){
-            .key = key, .ino = (uint64_t)sb.st_ino, .ctime_ns = ctime_ns, .busy = true};
-    pthread_mutex_unlock(&dc->lock);
-    if (!known) {
+    struct verified *v;
+    if (!checked_before(dc, key, &sb, &v)) {
         int rc = check_mapped(o, i, fd, len);
-        pthread_mutex_lock(&dc->lock);
-        dc->st.verified++;
-        if (v->key == key && v->busy) { /* not taken by another block meanwhile */
-            if (rc)
-                *v = (struct verified){0};
-            v->busy = false;
-            pthread_cond_broadcast(&dc->verified_cond);
-        }
-        pthread_mutex_unlock(&dc->lock);
+        check_done(dc, v, key, rc);
         if (rc) {
             close(fd);
             drop_bad_block(dc, o, i, rc);
             return rc;
         }
     }
-    pthread_mutex_lock(&dc->lock);
-    dc->st.hits++;
-    dc->st.hit_bytes += len;
-    pthread_mutex_unlock(&dc->lock);
+    count_hit(dc, len, false);
     *data_off = HDR;
     return fd;
 }
 
+/* ---- replies read with O_DIRECT ---- */
+
+/* A buffer for direct reads, its first 2 MiB a huge page where the
+ * kernel has one to give: the O_DIRECT read and the reply's write both
+ * pin its pages, 256 small ones per MiB otherwise. */
+static char *direct_buf_new(void)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_ALIGN, OM_DCACHE_DIRECT_SIZE))
+        return NULL;
+    madvise(p, HUGE_ALIGN, MADV_HUGEPAGE);
+    return p;
+}
+
+char *om_dcache_direct_get(struct om_dcache *dc)
+{
+    char *buf = NULL;
+    pthread_mutex_lock(&dc->lock);
+    for (int k = 0; dc->direct && !buf && k < DIRECT_BUFS; k++) {
+        if (dc->direct_busy & (1u << k))
+            continue;
+        if (!dc->direct_bufs[k])
+            dc->direct_bufs[k] = direct_buf_new();
+        if ((buf = dc->direct_bufs[k]))
+            dc->direct_busy |= 1u << k;
+    }
+    pthread_mutex_unlock(&dc->lock);
+    return buf;
+}
+
+void om_dcache_direct_put(struct om_dcache *dc, char *buf)
+{
+    pthread_mutex_lock(&dc->lock);
+    for (int k = 0; k < DIRECT_BUFS; k++) {
+        if (dc->direct_bufs[k] == buf)
+            dc->direct_busy &= ~(1u << k);
+    }
+    pthread_mutex_unlock(&dc->lock);
+}
+
+/* The cache's filesystem refused O_DIRECT (errno err): replies are read
+ * through the page cache from now on. */
+static void direct_refused(struct om_dcache *dc, int err)
+{
+    pthread_mutex_lock(&dc->lock);
+    bool was = dc->direct;
+    dc->direct = false;
+    pthread_mutex_unlock(&dc->lock);
+    if (was)
+        om_info("data cache: %s refuses O_DIRECT reads (%s): replies are read through the "
+                "page cache", dc->dir, strerror(err));
+}
+
+static uint64_t align_down(uint64_t x)
+{
+    return x & ~(uint64_t)(DIRECT_ALIGN - 1);
+}
+
+static uint64_t align_up(uint64_t x)
+{
+    return align_down(x + DIRECT_ALIGN - 1);
+}
+
+int om_dcache_read_direct(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t i,
+                          uint64_t off, size_t n, char *room, const char **data)
+{
+    uint64_t len = block_len(o, i);
+    if (off + n > len)
+        return -EINVAL;
+    struct stat sb;
+    int fd = open_sized(dc, o, i, O_DIRECT, &sb);
+    if (fd == -EINVAL)
+        direct_refused(dc, EINVAL);
+    if (fd < 0)
+        return fd == -EINVAL ? -EOPNOTSUPP : fd;
+    uint64_t key = policy_key(o->kh, o->eh, i);
+    struct verified *v;
+    bool known = checked_before(dc, key, &sb, &v);
+    /* a block not checked by this mount is read whole and checked in the
+     * buffer it is replied from: one read from disk, not a check's and a
+     * reply's */
+    uint64_t from = known ? align_down(HDR + off) : 0;
+    uint64_t need = (known ? HDR + off + n : HDR + len) - from;
+    ssize_t got = pread(fd, room, align_up(from + need) - from, (off_t)from);
+    int err = errno;
+    close(fd);
+    int rc = got >= (ssize_t)need ? 0 : got >= 0 ? -EBADMSG : err == EINVAL ? -EOPNOTSUPP : -EIO;
+    if (!rc && !known) {
+        struct hdr h;
+        memcpy(&h, room, sizeof(h));
+        rc = block_good(o, i, &h, room + HDR, len) ? 0 : -EBADMSG;
+    }
+    if (!known)
+        check_done(dc, v, key, rc);
+    if (rc == -EOPNOTSUPP)
+        direct_refused(dc, err);
+    if (rc == -EBADMSG)
+        drop_bad_block(dc, o, i, rc);
+    if (rc)
+        return rc;
+    count_hit(dc, len, true);
+    *data = room + (HDR + off - from);
+    return 0;
+}
+
 void om_dcache_advise(struct om_dcache *dc, const struct om_dcache_obj *o, uint64_t n)
 {
+    pthread_mutex_lock(&dc->lock);
+    bool direct = dc->direct;
+    pthread_mutex_unlock(&dc->lock);
+    /* its reads will bypass the page cache (om_dcache_read_direct): pages
+     * read ahead there would be read twice from disk and never used */
+    if (direct && o->size >= OM_DCACHE_DIRECT_MIN)
+        return;
     for (uint64_t i = 0; i < n; i++) {
-        int fd = open_block(dc, o, i);
+        int fd = open_block(dc, o, i, 0);
         if (fd < 0)
             return;
         posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);

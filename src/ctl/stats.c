@@ -276,6 +276,10 @@ static int prom_data_cache(struct om_buf *b, const struct om_dcache_stats *d)
         rc = PROM_COUNTER(b, "data_cache_verified_total",
                           "Block files checked before their first reply from them.", d->verified);
     if (!rc)
+        rc = PROM_COUNTER(b, "data_cache_direct_reads_total",
+                          "Blocks read for replies with O_DIRECT, past the page cache.",
+                          d->direct_reads);
+    if (!rc)
         rc = PROM_GAUGE(b, "data_cache_in_flight", "Block reads and writes under way.",
                         d->in_flight);
     return rc;
@@ -566,6 +570,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "reclaimed_bytes", n->dc.reclaimed_bytes);
         om_json_u64(&j, "corrupt", n->dc.corrupt);
         om_json_u64(&j, "verified", n->dc.verified);
+        om_json_u64(&j, "direct_reads", n->dc.direct_reads);
         om_json_u64(&j, "in_flight", n->dc.in_flight);
         om_json_bool(&j, "storing", n->dc.storing);
         om_json_end(&j, '}');

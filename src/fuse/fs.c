@@ -335,12 +335,16 @@ static struct om_writer *writer_with_data(struct om_fs *fs, struct fh *h)
  * per-read allocation. */
 static void reply_view(fuse_req_t req, const struct om_read_view *v)
 {
+    if (v->ndirect > 0)
+        return (void)fuse_reply_iov(req, v->direct, v->ndirect);
     if (v->nfd > 0) {
-        /* straight from the data cache's block files: spliced, not copied
-         * through memory, when the reply fits libfuse's pipe with a page to
-         * spare per buffer; a pipe grows to pipe-max-size (1 MiB) without
-         * CAP_SYS_RESOURCE, so a 1 MiB read is read into a buffer and
-         * written from it (decisions.md, "Wholly cached objects") */
+        /* straight from the data cache's block files (reads shorter than
+         * OM_DCACHE_DIRECT_MIN, or a cache_dir without O_DIRECT): spliced,
+         * not copied through memory, when the reply fits libfuse's pipe
+         * with a page to spare per buffer; a pipe grows to pipe-max-size
+         * (1 MiB) without CAP_SYS_RESOURCE, so a 1 MiB read is read into a
+         * buffer and written from it (decisions.md, "Wholly cached
+         * objects") */
         struct fuse_bufvec one = FUSE_BUFVEC_INIT(0), *bv = &one;
         if (v->nfd > 1 && !(bv = calloc(1, sizeof(*bv) + sizeof(bv->buf[0]))))
             return (void)fuse_reply_err(req, ENOMEM);

@@ -1641,14 +1641,52 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
         fill_memory(r);
 }
 
-/* Open the block files that hold [off, off+len) of a wholly cached object
- * into v (at most two: a read is at most one block long). 0, or -errno
- * with nothing left open. No lock held. */
+/* Read [off, off+len) of a wholly cached object from its block files
+ * with O_DIRECT into a buffer the data cache lends (at most two blocks: a
+ * read is at most one block long). 0, -EOPNOTSUPP (no buffer or no
+ * O_DIRECT: open the files instead) or -errno, with nothing lent. */
+static int view_direct(struct om_reader *r, uint64_t off, size_t len, struct om_read_view *v)
+{
+    struct om_dcache *dc = r->rs->cfg.dcache;
+    if (len < OM_DCACHE_DIRECT_MIN || !(v->dbuf = om_dcache_direct_get(dc)))
+        return -EOPNOTSUPP;
+    uint64_t end = off + len;
+    int rc = 0;
+    for (uint64_t at = off; at < end;) {
+        uint64_t b = at / OM_DCACHE_BLOCK;
+        uint64_t n = OM_MIN(end, (b + 1) * OM_DCACHE_BLOCK) - at;
+        const char *data = NULL;
+        rc = v->ndirect == 2 ? -E2BIG
+                             : om_dcache_read_direct(dc, &r->o->dobj, b, at - b * OM_DCACHE_BLOCK,
+                                                     (size_t)n,
+                                                     v->dbuf + v->ndirect * OM_DCACHE_DIRECT_ROOM,
+                                                     &data);
+        if (rc)
+            break;
+        v->direct[v->ndirect++] = (struct iovec){(void *)data, (size_t)n};
+        at += n;
+    }
+    if (rc) {
+        om_dcache_direct_put(dc, v->dbuf);
+        v->dbuf = NULL;
+        v->ndirect = 0;
+    }
+    return rc;
+}
+
+/* The bytes [off, off+len) of a wholly cached object from its block
+ * files into v: read with O_DIRECT (view_direct) or, for short reads or
+ * where that cannot be, the files opened (at most two) for a reply
+ * spliced or read from them. 0, or -errno with nothing left open. No lock
+ * held. */
 static int view_from_files(struct om_reader *r, uint64_t off, size_t len, struct om_read_view *v)
 {
     struct om_dcache *dc = r->rs->cfg.dcache;
+    int rc = view_direct(r, off, len, v);
+    if (rc != -EOPNOTSUPP)
+        return rc;
+    rc = 0;
     uint64_t end = off + len;
-    int rc = 0;
     for (uint64_t at = off; at < end;) {
         uint64_t b = at / OM_DCACHE_BLOCK;
         uint64_t n = OM_MIN(end, (b + 1) * OM_DCACHE_BLOCK) - at, data_off = 0;
@@ -1861,6 +1899,8 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
     pthread_mutex_unlock(&rs->lock);
     for (int k = 0; k < v->nfd; k++)
         close(v->fd[k]);
+    if (v->dbuf)
+        om_dcache_direct_put(rs->cfg.dcache, v->dbuf);
     if (v->segs && v->segs != v->few_segs)
         free(v->segs);
     if (v->iov && v->iov != v->few_iov)

@@ -40,14 +40,15 @@ def rw_mount(mount, cache_dir):
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    """Factory: a directory with a tmpfs of its own (a small or full disk)."""
+    """Factory: a directory with a tmpfs of its own (a small or full disk),
+    or with fstype="ramfs" a ramfs (no size limit; refuses O_DIRECT)."""
     made = []
 
-    def make(size):
+    def make(size, fstype="tmpfs"):
         d = tmp_path / ("tmpfs%d" % len(made))
         d.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", str(d)],
-                       check=True)
+        opts = "size=%s,mode=0700" % size if fstype == "tmpfs" else "mode=0700"
+        subprocess.run(["mount", "-t", fstype, "-o", opts, fstype, str(d)], check=True)
         made.append(str(d))
         return str(d)
     yield make

@@ -138,9 +138,10 @@ def test_corrupt_truncated_and_foreign_blocks_are_dropped_and_fetched_again(
 def test_a_wholly_cached_object_is_read_from_its_block_files_and_checked_again_if_changed(
         rw_mount, bucket, dataset, cache_dir):
     """An object whose blocks are all cached is replied straight from the
-    block files (spliced, no read buffer): each file is verified the first
-    time this mount opens it, and again once it changed (here: a byte
-    flipped in place while mounted, which must never reach a reader)."""
+    block files (read with O_DIRECT, or spliced for short reads; no read
+    buffer): each file is verified the first time this mount opens it,
+    and again once it changed (here: a byte flipped in place while
+    mounted, which must never reach a reader)."""
     m = live(rw_mount, bucket, "data_cache=256M")
     assert read_tree(m, dataset) == dataset
     settle(m)
@@ -149,6 +150,7 @@ def test_a_wholly_cached_object_is_read_from_its_block_files_and_checked_again_i
     assert read_tree(m, dataset) == dataset
     st = stats(m)
     assert st["reads"]["cache_file_reads"] > 0, st["reads"]
+    assert st["data_cache"]["direct_reads"] > 0, st["data_cache"]
     assert st["data_cache"]["corrupt"] == 0
     files = blocks(cache_dir)
     with open(files[0], "r+b") as f:  # after this mount verified it
@@ -193,6 +195,39 @@ def test_a_block_file_is_checked_once_per_mount_when_many_read_it_at_once(
         assert st["reads"]["cache_file_reads"] > 0, st["reads"]
         assert st["data_cache"]["verified"] == nblocks, st["data_cache"]
         drop_page_cache()
+
+
+def test_a_cache_dir_that_refuses_o_direct_is_read_through_the_page_cache(
+        rw_mount, bucket, dataset, cache_dir, tmpfs):
+    """On a filesystem without O_DIRECT (ramfs) the replies from block
+    files are read through the page cache: the log says so once, every
+    byte is right, a flipped byte is still caught. (ramfs reports no free
+    space, so nothing is stored there: the blocks are stored on disk
+    first, then copied.)"""
+    m = live(rw_mount, bucket, "data_cache=64M")
+    assert read_tree(m, dataset) == dataset
+    settle(m)
+    m.unmount()
+    cache = tmpfs(None, fstype="ramfs")
+    subprocess.run(["cp", "-a", cache_dir + "/.", cache], check=True)
+    m = live(rw_mount, bucket, "data_cache=64M,log_level=info,cache_dir=%s" % cache)
+    for _ in range(2):
+        assert read_tree(m, dataset) == dataset
+        drop_page_cache()
+    st = stats(m)
+    assert st["reads"]["cache_file_reads"] > 0, st["reads"]
+    assert st["data_cache"]["direct_reads"] == 0, st["data_cache"]
+    assert st["data_cache"]["corrupt"] == 0
+    assert m.log.count("refuses O_DIRECT") == 1, m.log
+    files = blocks(cache)
+    with open(files[0], "r+b") as f:
+        f.seek(HDR + 5)
+        b = f.read(1)
+        f.seek(HDR + 5)
+        f.write(bytes([b[0] ^ 0x11]))
+    drop_page_cache()
+    assert read_tree(m, dataset) == dataset
+    assert stats(m)["data_cache"]["corrupt"] >= 1
 
 
 def test_kill_9_during_a_fill_leaves_nothing_bad(rw_mount, bucket, dataset, cache_dir):
