@@ -383,11 +383,8 @@ void om_meta_forget(struct om_meta *m, uint64_t ino, uint64_t n)
     struct inode *i = mi_inode_get(m, ino);
     if (i && i != m->root) {
         i->nlookup = n >= i->nlookup ? 0 : i->nlookup - n;
-        if (i->nlookup == 0 && i->refs == 0) {
-            struct inode *parent = i->parent;
-            mi_inode_free(m, i);
-            mi_inode_unref(m, parent);
-        }
+        if (i->nlookup == 0 && i->refs == 0)
+            mi_inode_unheld(m, i);
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -444,11 +441,8 @@ int om_meta_getattr(struct om_meta *m, uint64_t ino, struct om_attr *out)
             mi_fill_attr(m, i, out);
         i->recent = true;
         /* refresh may have dropped the last reference holder's claim */
-        if (i->refs == 0 && i->nlookup == 0 && i != m->root) {
-            struct inode *parent = i->parent;
-            mi_inode_free(m, i);
-            mi_inode_unref(m, parent);
-        }
+        if (i->refs == 0 && i->nlookup == 0 && i != m->root)
+            mi_inode_unheld(m, i);
     }
     pthread_mutex_unlock(&m->lock);
     return rc;

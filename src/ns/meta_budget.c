@@ -11,7 +11,9 @@
  *    inode table with one "recent" bit per inode picks them (second
  *    chance); names in a directory a handle reads are left alone.
  * Inodes the kernel does not hold (nlookup 0, no reference) are freed as
- * soon as that happens (forget, readdirplus), not here. The kernel's own
+ * soon as that happens (forget, readdirplus), not here, except directories
+ * with a fresh listing (mi_keeps_listing): they go with it in step 1. The
+ * kernel's own
  * references are never broken: only the kernel drops them.
  *
  * Locking: m->lock as everywhere in meta; the reclaim drops it around the
@@ -155,9 +157,19 @@ uint64_t mi_evict_listings(struct om_meta *m, uint64_t want)
             mi_lru_remove(m, l);
             dir->d->listing = NULL;
             mi_listing_put(l);
+            /* a directory kept for its listing (mi_keeps_listing) goes
+             * with it; freeing its parents may take listings near l out
+             * of the list: start again from its tail */
+            bool unheld = dir->refs == 0 && dir->nlookup == 0 && dir != m->root;
+            if (unheld)
+                mi_inode_unheld(m, dir);
             uint64_t after = mem_now(m);
             freed += before > after ? before - after : 0;
             m->st.listings_evicted++;
+            if (unheld) {
+                l = m->lru_tail;
+                continue;
+            }
         }
         l = prev;
     }

@@ -114,12 +114,24 @@ void mi_inode_release(struct om_meta *m, struct inode *i)
 
 void mi_inode_free(struct om_meta *m, struct inode *i);
 
+void mi_inode_unheld(struct om_meta *m, struct inode *i)
+{
+    i->refs = 1; /* the one mi_inode_unref drops */
+    mi_inode_unref(m, i);
+}
+
+bool mi_keeps_listing(const struct om_meta *m, const struct inode *i)
+{
+    return i->is_dir && i != m->root && i->linked && !i->retired &&
+           mi_listing_fresh(i->d->listing);
+}
+
 void mi_inode_unref(struct om_meta *m, struct inode *i)
 {
     while (i) {
         if (i->refs > 0)
             i->refs--;
-        if (i->refs > 0 || i->nlookup > 0 || i == m->root)
+        if (i->refs > 0 || i->nlookup > 0 || i == m->root || mi_keeps_listing(m, i))
             return;
         struct inode *parent = i->parent;
         mi_inode_free(m, i);
@@ -254,11 +266,8 @@ struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *nam
     if (c) {
         mi_unlink_child(m, c); /* the name changed type; the old inode lives until forgotten */
         c->retired = true;
-        if (c->nlookup == 0 && c->refs == 0) {
-            struct inode *parent = c->parent;
-            mi_inode_free(m, c);
-            mi_inode_unref(m, parent);
-        }
+        if (c->nlookup == 0 && c->refs == 0)
+            mi_inode_unheld(m, c);
     }
     return mi_inode_new(m, dir, name, is_dir);
 }

@@ -371,7 +371,19 @@ struct inode *mi_child_get(struct inode *dir, const char *name);
 /* Unlink i from its name; a file keeps the key it had. */
 void mi_unlink_child(struct om_meta *m, struct inode *i);
 void mi_inode_free(struct om_meta *m, struct inode *i);
+/* Drop a reference to i; an inode neither the kernel (nlookup) nor
+ * anything here (refs) holds is freed, and so on up its parents, except a
+ * directory with a fresh listing (mi_keeps_listing). */
 void mi_inode_unref(struct om_meta *m, struct inode *i);
+/* i is held by nothing: free it (mi_inode_unref without a reference to
+ * drop). */
+void mi_inode_unheld(struct om_meta *m, struct inode *i);
+/* Does directory i stay when nothing holds it? When its complete listing
+ * is fresh: the kernel forgets a directory's inode under memory pressure
+ * (and drop_caches), and the next lookup of its name finds it with its
+ * listing, not a LIST again (a data set's folder after each epoch). The
+ * listing's eviction frees it (mi_evict_listings). */
+bool mi_keeps_listing(const struct om_meta *m, const struct inode *i);
 struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *name, bool is_dir);
 struct inode *mi_child_for(struct om_meta *m, struct inode *dir, const char *name, bool is_dir);
 void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t mtime,

@@ -197,9 +197,7 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                     c->nlookup++;
                     c->recent = true;
                 } else if (c->nlookup == 0 && c->refs == 0) {
-                    struct inode *parent = c->parent;
-                    mi_inode_free(m, c);
-                    mi_inode_unref(m, parent);
+                    mi_inode_unheld(m, c);
                 }
             } else {
                 memset(&a, 0, sizeof(a));

@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -56,6 +57,31 @@ def test_ls_l_of_200_files_costs_no_head_per_file(proxied, faultproxy, bucket, s
     assert seen.get("HeadObject", 0) <= 3, "HEAD per file? %s" % seen
     assert seen.get("ListObjectsV2", 0) <= 4, seen
     assert seen.get("GetObject", 0) == 0, seen
+
+
+def test_a_folder_the_kernel_forgot_is_listed_again_only_when_stale(
+        proxied, faultproxy, bucket, s3client):
+    """drop_caches makes the kernel forget the folder's inode (as memory
+    pressure does between epochs): with profile=training (listings trusted
+    for a day) listing and reading it again costs no LIST; with a 1 s
+    entry_timeout, once that passed, it is listed again."""
+    objects = files("ep/set", 120)
+    seed(s3client, bucket, objects)
+    for opts, stale_after in (("profile=training", 0), ("entry_timeout=1,attr_timeout=1", 1.5)):
+        m = proxied(bucket, opts)
+        folder = m.join("ep/set")
+        assert len(os.listdir(folder)) == 120
+        faultproxy.reset_stats()
+        if stale_after:
+            time.sleep(stale_after)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")  # dentries and inodes
+        assert sorted(os.listdir(folder)) == sorted(os.path.basename(k) for k in objects)
+        for k in sorted(objects)[:5]:
+            check_bytes(read_all(m.join(k)), objects[k], k)
+        seen = kinds(faultproxy)
+        assert (seen.get("ListObjectsV2", 0) > 0) == bool(stale_after), (opts, seen)
+        m.unmount()
 
 
 def test_walk_and_find_cost_no_head_per_file(proxied, faultproxy, bucket, s3client):

@@ -422,11 +422,57 @@ START_TEST(test_every_byte_charged_is_uncharged)
                     "a-name-longer-than-the-one-it-had-before.jpg");
     om_meta_removed(m, d, "file-00002.jpg"); /* g keeps its key */
     ck_assert_uint_gt(mem_of(m), empty + 3000 * 40);
-    /* the whole namespace goes with the kernel's forgets */
+    /* the whole namespace goes with the kernel's forgets, but for d: its
+     * listing is fresh, so it stays until that is evicted */
     om_meta_forget(m, g, 1);
     om_meta_forget(m, f, 1);
     om_meta_forget(m, d, 1);
+    ck_assert_uint_gt(mem_of(m), empty + 3000 * 40);
+    pthread_mutex_lock(&m->lock);
+    ck_assert_uint_gt(mi_evict_listings(m, UINT64_MAX), 0);
+    ck_assert_ptr_null(mi_inode_get(m, d));
+    pthread_mutex_unlock(&m->lock);
     ck_assert_uint_eq(mem_of(m), empty);
+    om_meta_free(m);
+}
+END_TEST
+
+START_TEST(test_a_forgotten_directory_keeps_its_fresh_listing)
+{
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t a = add(m, OM_ROOT_INO, "a", true, NULL);
+    uint64_t b = add(m, a, "b", true, NULL);
+    uint64_t c = add(m, OM_ROOT_INO, "c", true, NULL);
+    install_files(m, b, 50, md5);
+    install_files(m, c, 50, md5);
+    pthread_mutex_lock(&m->lock);
+    mi_inode_get(m, c)->d->listing->expire_ms = om_now_ms() - 1; /* stale */
+    pthread_mutex_unlock(&m->lock);
+    /* the kernel forgets all three (drop_caches, memory pressure) */
+    om_meta_forget(m, b, 1);
+    om_meta_forget(m, a, 1);
+    om_meta_forget(m, c, 1);
+    pthread_mutex_lock(&m->lock);
+    ck_assert_ptr_nonnull(mi_inode_get(m, b)); /* fresh: kept, and its parent */
+    ck_assert_ptr_nonnull(mi_inode_get(m, a));
+    ck_assert_ptr_null(mi_inode_get(m, c)); /* stale: gone */
+    pthread_mutex_unlock(&m->lock);
+    /* the names lead to the same inodes, and b's listing answers a lookup
+     * without a request (this meta has no client: one would fail) */
+    pthread_mutex_lock(&m->lock);
+    ck_assert_uint_eq(mi_child_get(m->root, "a")->ino, a);
+    ck_assert_uint_eq(mi_child_get(mi_inode_get(m, a), "b")->ino, b);
+    pthread_mutex_unlock(&m->lock);
+    struct om_attr at;
+    ck_assert_int_eq(om_meta_lookup(m, b, "file-00042.jpg", &at), 0);
+    ck_assert_uint_eq(at.size, 42);
+    om_meta_forget(m, at.ino, 1);
+    /* the listing's eviction frees the directory and its parent */
+    pthread_mutex_lock(&m->lock);
+    ck_assert_uint_gt(mi_evict_listings(m, UINT64_MAX), 0);
+    ck_assert_ptr_null(mi_inode_get(m, b));
+    ck_assert_ptr_null(mi_inode_get(m, a));
+    pthread_mutex_unlock(&m->lock);
     om_meta_free(m);
 }
 END_TEST
@@ -713,6 +759,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_page_cache_is_kept_while_the_etag_is_the_one_cached);
     tcase_add_test(tc, test_budget_frees_from_past_it_down_to_the_low_mark);
     tcase_add_test(tc, test_every_byte_charged_is_uncharged);
+    tcase_add_test(tc, test_a_forgotten_directory_keeps_its_fresh_listing);
     tcase_add_test(tc, test_listings_go_least_recently_used_first_and_never_while_read);
     tcase_add_test(tc, test_the_kernel_is_asked_to_forget_only_what_it_may);
     tcase_add_test(tc, test_under_pressure_readdirplus_tells_files_without_an_inode);
