@@ -1293,7 +1293,8 @@ static void direct_refused(struct om_dcache *dc, int err)
     pthread_mutex_unlock(&dc->lock);
     if (was)
         om_info("data cache: %s refuses O_DIRECT reads (%s): replies are read through the "
-                "page cache", dc->dir, strerror(err));
+                "page cache",
+                dc->dir, strerror(err));
 }
 
 static uint64_t align_down(uint64_t x)

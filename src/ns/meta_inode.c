@@ -122,8 +122,7 @@ void mi_inode_unheld(struct om_meta *m, struct inode *i)
 
 bool mi_keeps_listing(const struct om_meta *m, const struct inode *i)
 {
-    return i->is_dir && i != m->root && i->linked && !i->retired &&
-           mi_listing_fresh(i->d->listing);
+    return i->is_dir && i != m->root && i->linked && !i->retired && mi_listing_fresh(i->d->listing);
 }
 
 void mi_inode_unref(struct om_meta *m, struct inode *i)

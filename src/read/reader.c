@@ -1656,11 +1656,10 @@ static int view_direct(struct om_reader *r, uint64_t off, size_t len, struct om_
         uint64_t b = at / OM_DCACHE_BLOCK;
         uint64_t n = OM_MIN(end, (b + 1) * OM_DCACHE_BLOCK) - at;
         const char *data = NULL;
-        rc = v->ndirect == 2 ? -E2BIG
-                             : om_dcache_read_direct(dc, &r->o->dobj, b, at - b * OM_DCACHE_BLOCK,
-                                                     (size_t)n,
-                                                     v->dbuf + v->ndirect * OM_DCACHE_DIRECT_ROOM,
-                                                     &data);
+        rc = v->ndirect == 2
+                 ? -E2BIG
+                 : om_dcache_read_direct(dc, &r->o->dobj, b, at - b * OM_DCACHE_BLOCK, (size_t)n,
+                                         v->dbuf + v->ndirect * OM_DCACHE_DIRECT_ROOM, &data);
         if (rc)
             break;
         v->direct[v->ndirect++] = (struct iovec){(void *)data, (size_t)n};
