@@ -41,6 +41,7 @@ struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->slurp_cond, NULL);
+    m->unheld = mi_inode_unheld;
     clock_gettime(CLOCK_REALTIME, &m->mount_time);
     root->nlookup = 1;
     m->root = root;

@@ -162,7 +162,7 @@ uint64_t mi_evict_listings(struct om_meta *m, uint64_t want)
              * of the list: start again from its tail */
             bool unheld = dir->refs == 0 && dir->nlookup == 0 && dir != m->root;
             if (unheld)
-                mi_inode_unheld(m, dir);
+                m->unheld(m, dir);
             uint64_t after = mem_now(m);
             freed += before > after ? before - after : 0;
             m->st.listings_evicted++;

@@ -243,6 +243,10 @@ struct om_meta {
     pthread_t reclaim;
     bool reclaim_running, reclaim_stopping;
     pthread_cond_t reclaim_cond;
+    /* mi_inode_unheld, set by om_meta_new: mi_evict_listings frees a
+     * directory kept for its listing through it (the budget is below the
+     * inodes) */
+    void (*unheld)(struct om_meta *m, struct inode *i);
     size_t clock_hand; /* next slot of m->inodes the reclaim looks at */
     /* Names known to be symlinks, kept after their inodes are freed (a
      * hash of each key; mi_links_*): a listing cannot tell a symlink from
