@@ -306,12 +306,17 @@ static int cmd_stats(const char *point, bool prometheus, bool json, int watch)
     }
 }
 
-static int run(char *const argv[])
+/* Run argv and wait: its exit status, or -errno. quiet: its stderr goes
+ * to /dev/null. */
+static int run(char *const argv[], bool quiet)
 {
     pid_t pid = fork();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
+        int null = quiet ? open("/dev/null", O_WRONLY) : -1;
+        if (null >= 0)
+            dup2(null, STDERR_FILENO);
         execvp(argv[0], argv);
         _exit(127);
     }
@@ -322,6 +327,8 @@ static int run(char *const argv[])
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+#define UNMOUNT_TRIES 10
 
 static int cmd_unmount(const char *point, int timeout)
 {
@@ -343,7 +350,18 @@ static int cmd_unmount(const char *point, int timeout)
                 m.point, strerror(-rc));
     char *umount_argv[] = {"umount", m.point, NULL};
     char *fuse_argv[] = {"fusermount3", "-u", m.point, NULL};
-    rc = run(getuid() == 0 ? umount_argv : fuse_argv);
+    /* a close() that waited for the last commit still holds its file for
+     * a moment after the drain answered: busy for up to a second, then
+     * the last try says why */
+    for (int i = 0; i < UNMOUNT_TRIES; i++) {
+        rc = run(getuid() == 0 ? umount_argv : fuse_argv, i + 1 < UNMOUNT_TRIES);
+        struct mount_entry still;
+        if (rc && !lookup_mount(m.point, &still))
+            rc = 0; /* unmounted meanwhile */
+        if (rc == 0)
+            break;
+        usleep(100000);
+    }
     if (rc)
         return ctl_fail("unmounting %s failed (is it busy? see fuser -m %s)", m.point, m.point);
     /* the daemon finishes its last commits before it exits */
