@@ -13,8 +13,7 @@
  * Inodes the kernel does not hold (nlookup 0, no reference) are freed as
  * soon as that happens (forget, readdirplus), not here, except directories
  * with a fresh listing (mi_keeps_listing): they go with it in step 1. The
- * kernel's own
- * references are never broken: only the kernel drops them.
+ * kernel's own references are never broken: only the kernel drops them.
  *
  * Locking: m->lock as everywhere in meta; the reclaim drops it around the
  * kernel notifications. */
