@@ -95,7 +95,8 @@ int om_dcache_open_block(struct om_dcache *dc, const struct om_dcache_obj *o, ui
                          uint64_t *data_off);
 /* Replies of at least OM_DCACHE_DIRECT_MIN bytes are read from the block
  * files with O_DIRECT into buffers the cache lends (OM_DCACHE_DIRECT_SIZE:
- * two rooms of OM_DCACHE_DIRECT_ROOM, one per block a reply touches):
+ * two rooms of OM_DCACHE_DIRECT_ROOM, one per block a reply touches; made
+ * on first use, freed when none was lent for 5 s):
  * neither a second copy of the bytes in the page cache beside the
  * kernel's of the mounted file nor a copy out of it (decisions.md,
  * "Wholly cached objects"). om_dcache_direct_get gives NULL when all
@@ -148,6 +149,7 @@ struct om_dcache_stats {
     uint64_t corrupt; /* bad blocks dropped */
     uint64_t verified;  /* block files checked before their first reply (om_dcache_open_block) */
     uint64_t direct_reads; /* blocks read for replies with O_DIRECT (om_dcache_read_direct) */
+    uint64_t direct_buffer_bytes; /* their buffers held now (freed after 5 s unused) */
     uint64_t in_flight; /* block reads and writes queued or running */
     bool storing;       /* false once a disk failure turned storing off */
 };

@@ -36,6 +36,7 @@
 #define DIRECT_ALIGN 4096 /* of O_DIRECT offsets, lengths and buffers */
 #define DIRECT_BUFS 8
 #define HUGE_ALIGN (2u << 20)
+#define DIRECT_IDLE_MS 5000 /* buffers none of which was lent this long are freed */
 
 struct hdr {
     char magic[8];
@@ -97,6 +98,7 @@ struct om_dcache {
     bool direct;
     char *direct_bufs[DIRECT_BUFS];
     unsigned direct_busy;
+    uint64_t direct_lent_ms; /* when one was last lent (direct_trim) */
     struct om_dcache_stats st;
 };
 
@@ -688,6 +690,30 @@ static int load_blocks(struct om_dcache *dc, struct job *j)
     return 0;
 }
 
+/* The direct buffers (om_dcache_direct_get) go back to the system once
+ * none was lent for DIRECT_IDLE_MS: those not lent are taken out into
+ * idle[*n] for the caller to free without the lock. Returns the ms until
+ * the next look (a buffer still lent: DIRECT_IDLE_MS), 0 when no buffer
+ * is held. Caller holds dc->lock. */
+static uint64_t direct_trim(struct om_dcache *dc, char **idle, int *n)
+{
+    uint64_t since = om_now_ms() - dc->direct_lent_ms;
+    bool held = false;
+    for (int k = 0; k < DIRECT_BUFS; k++) {
+        if (!dc->direct_bufs[k])
+            continue;
+        held = true;
+        if (since >= DIRECT_IDLE_MS && !(dc->direct_busy & (1u << k))) {
+            idle[(*n)++] = dc->direct_bufs[k];
+            dc->direct_bufs[k] = NULL;
+            dc->st.direct_buffer_bytes -= OM_DCACHE_DIRECT_SIZE;
+        }
+    }
+    if (!held)
+        return 0;
+    return since < DIRECT_IDLE_MS ? DIRECT_IDLE_MS - since : DIRECT_IDLE_MS; /* lent: later */
+}
+
 static void *worker_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "om-dcache");
@@ -708,7 +734,27 @@ static void *worker_main(void *arg)
         } else if (dc->stopping) {
             break;
         } else {
-            pthread_cond_wait(&dc->cond, &dc->lock);
+            char *idle[DIRECT_BUFS];
+            int nidle = 0;
+            uint64_t due_ms = direct_trim(dc, idle, &nidle);
+            if (nidle) {
+                pthread_mutex_unlock(&dc->lock);
+                for (int k = 0; k < nidle; k++)
+                    free(idle[k]);
+                pthread_mutex_lock(&dc->lock);
+            } else if (due_ms) {
+                struct timespec until;
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_sec += (time_t)(due_ms / 1000);
+                until.tv_nsec += (long)(due_ms % 1000) * 1000000;
+                if (until.tv_nsec >= 1000000000) {
+                    until.tv_sec++;
+                    until.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&dc->cond, &dc->lock, &until);
+            } else {
+                pthread_cond_wait(&dc->cond, &dc->lock);
+            }
             continue;
         }
         pthread_mutex_unlock(&dc->lock);
@@ -939,7 +985,11 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     dc->st.storing = true;
     dc->direct = true;
     pthread_mutex_init(&dc->lock, NULL);
-    pthread_cond_init(&dc->cond, NULL);
+    pthread_condattr_t ca; /* the workers' timed waits (direct_trim) are monotonic */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&dc->cond, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&dc->verified_cond, NULL);
     dc->endpoint = strdup(cfg->endpoint ? cfg->endpoint : "");
     dc->bucket = strdup(cfg->bucket ? cfg->bucket : "");
@@ -1264,10 +1314,14 @@ char *om_dcache_direct_get(struct om_dcache *dc)
     for (int k = 0; dc->direct && !buf && k < DIRECT_BUFS; k++) {
         if (dc->direct_busy & (1u << k))
             continue;
-        if (!dc->direct_bufs[k])
-            dc->direct_bufs[k] = direct_buf_new();
-        if ((buf = dc->direct_bufs[k]))
+        if (!dc->direct_bufs[k] && (dc->direct_bufs[k] = direct_buf_new())) {
+            dc->st.direct_buffer_bytes += OM_DCACHE_DIRECT_SIZE;
+            pthread_cond_broadcast(&dc->cond); /* idle workers time the buffers' idleness */
+        }
+        if ((buf = dc->direct_bufs[k])) {
             dc->direct_busy |= 1u << k;
+            dc->direct_lent_ms = om_now_ms();
+        }
     }
     pthread_mutex_unlock(&dc->lock);
     return buf;

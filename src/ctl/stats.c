@@ -280,6 +280,10 @@ static int prom_data_cache(struct om_buf *b, const struct om_dcache_stats *d)
                           "Blocks read for replies with O_DIRECT, past the page cache.",
                           d->direct_reads);
     if (!rc)
+        rc = PROM_GAUGE(b, "data_cache_direct_buffer_bytes",
+                        "Buffers held for O_DIRECT replies (freed after 5 s unused).",
+                        d->direct_buffer_bytes);
+    if (!rc)
         rc = PROM_GAUGE(b, "data_cache_in_flight", "Block reads and writes under way.",
                         d->in_flight);
     return rc;
@@ -571,6 +575,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "corrupt", n->dc.corrupt);
         om_json_u64(&j, "verified", n->dc.verified);
         om_json_u64(&j, "direct_reads", n->dc.direct_reads);
+        om_json_u64(&j, "direct_buffer_bytes", n->dc.direct_buffer_bytes);
         om_json_u64(&j, "in_flight", n->dc.in_flight);
         om_json_bool(&j, "storing", n->dc.storing);
         om_json_end(&j, '}');

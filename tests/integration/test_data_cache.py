@@ -151,7 +151,11 @@ def test_a_wholly_cached_object_is_read_from_its_block_files_and_checked_again_i
     st = stats(m)
     assert st["reads"]["cache_file_reads"] > 0, st["reads"]
     assert st["data_cache"]["direct_reads"] > 0, st["data_cache"]
+    assert st["data_cache"]["direct_buffer_bytes"] > 0, st["data_cache"]
     assert st["data_cache"]["corrupt"] == 0
+    # the buffers of those reads go back once none was used for 5 s
+    assert wait_for(lambda: stats(m)["data_cache"]["direct_buffer_bytes"] == 0, timeout=20), \
+        stats(m)["data_cache"]
     files = blocks(cache_dir)
     with open(files[0], "r+b") as f:  # after this mount verified it
         f.seek(HDR + 77)
