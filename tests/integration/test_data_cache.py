@@ -43,6 +43,15 @@ def blocks(cache_dir):
                   if os.path.isfile(p))
 
 
+def flip_byte(path, at, mask):
+    """Change the byte at offset at of path in place (XOR mask)."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ mask]))
+
+
 def drop_page_cache():
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("1\n")  # the page cache only: the kernel keeps its inodes
@@ -111,11 +120,7 @@ def test_corrupt_truncated_and_foreign_blocks_are_dropped_and_fetched_again(
     m.unmount()
     files = blocks(cache_dir)
     assert len(files) >= 4
-    with open(files[0], "r+b") as f:  # a flipped byte in the data
-        f.seek(HDR + 1000)
-        b = f.read(1)
-        f.seek(HDR + 1000)
-        f.write(bytes([b[0] ^ 0xff]))
+    flip_byte(files[0], HDR + 1000, 0xff)  # a flipped byte in the data
     with open(files[1], "r+b") as f:  # truncated
         f.truncate(os.path.getsize(files[1]) // 2)
     # foreign: another block's file under this block's name (same length
@@ -157,11 +162,7 @@ def test_a_wholly_cached_object_is_read_from_its_block_files_and_checked_again_i
     assert wait_for(lambda: stats(m)["data_cache"]["direct_buffer_bytes"] == 0, timeout=20), \
         stats(m)["data_cache"]
     files = blocks(cache_dir)
-    with open(files[0], "r+b") as f:  # after this mount verified it
-        f.seek(HDR + 77)
-        b = f.read(1)
-        f.seek(HDR + 77)
-        f.write(bytes([b[0] ^ 0x5a]))
+    flip_byte(files[0], HDR + 77, 0x5a)  # after this mount verified it
     drop_page_cache()
     assert read_tree(m, dataset) == dataset
     assert stats(m)["data_cache"]["corrupt"] >= 1
@@ -224,11 +225,7 @@ def test_a_cache_dir_that_refuses_o_direct_is_read_through_the_page_cache(
     assert st["data_cache"]["corrupt"] == 0
     assert m.log.count("refuses O_DIRECT") == 1, m.log
     files = blocks(cache)
-    with open(files[0], "r+b") as f:
-        f.seek(HDR + 5)
-        b = f.read(1)
-        f.seek(HDR + 5)
-        f.write(bytes([b[0] ^ 0x11]))
+    flip_byte(files[0], HDR + 5, 0x11)
     drop_page_cache()
     assert read_tree(m, dataset) == dataset
     assert stats(m)["data_cache"]["corrupt"] >= 1
