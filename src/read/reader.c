@@ -1573,11 +1573,6 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
     return covered;
 }
 
-/* Carry out the plan of a read ending at end: the reader takes its new
- * numbers first (cover() may wait for memory, and other reads of the same
- * handle then plan from them), then prefetch is cancelled, the demand and
- * prefetch ranges are covered, the frontier moves and a fill may start.
- * Caller holds the lock. */
 /* Where this handle's prefetch stops: the start of another handle's
  * sequential run ahead of it, open or closed. DataLoader workers that each
  * read their own share of one object otherwise prefetch into the next
@@ -1601,6 +1596,40 @@ static uint64_t prefetch_stop(const struct om_reader *r)
     return stop;
 }
 
+/* Does the read [off, end) take in the start of a run another handle
+ * began ahead of r's (open or closed)? Then r has come to the end of its
+ * share, and what follows is the kernel's readahead past it or a reader
+ * going on into data another one has read: r's run starts again there,
+ * with the first window, so that crossing costs a window's first chunk,
+ * not its last. Three of four readers of one object each asked for up to
+ * 48 MiB of the next share the kernel's readahead had touched (1.09-1.29x
+ * the object asked, 1.03-1.10x sent). Caller holds the lock. */
+static bool enters_other_run(struct om_reader *r, uint64_t off, uint64_t end)
+{
+    if (r->o->nreaders < 2 && r->o->npast == 0)
+        return false;
+    uint64_t from = OM_MAX(off, r->run_start + 1);
+    uint64_t hit = UINT64_MAX;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && x->seq_run > 0 && x->run_start >= from && x->run_start < end)
+            hit = OM_MIN(hit, x->run_start);
+    }
+    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
+    for (unsigned i = 0; i < n; i++) {
+        if (r->o->past_runs[i] >= from && r->o->past_runs[i] < end)
+            hit = OM_MIN(hit, r->o->past_runs[i]);
+    }
+    if (hit == UINT64_MAX)
+        return false;
+    r->run_start = hit;
+    return true;
+}
+
+/* Carry out the plan of a read ending at end: the reader takes its new
+ * numbers first (cover() may wait for memory, and other reads of the same
+ * handle then plan from them), then prefetch is cancelled, the demand and
+ * prefetch ranges are covered, the frontier moves and a fill may start.
+ * Caller holds the lock. */
 static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read_plan *p)
 {
     if (p->kind == OM_READ_RANDOM) {
@@ -1778,6 +1807,10 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         rs->st.hits++;
 
     struct om_read_state st = read_state(r);
+    if (enters_other_run(r, off, end)) {
+        st.window = rs->plan_cfg.prefetch_initial;
+        st.streak = 0;
+    }
     struct om_read_plan plan = om_read_plan_make(&st, &rs->plan_cfg, off, len);
     plan_execute(r, end, &plan);
 

@@ -120,6 +120,41 @@ def test_a_worker_that_read_its_share_and_closed_still_bounds_the_prefetch(mount
     assert fetched <= size + 2 * MiB, "GETs fetched %.2f times the object" % (fetched / size)
 
 
+def test_a_worker_that_runs_past_its_share_restarts_its_window_there(mount, bucket, s3client):
+    """A worker that reaches the start of the next worker's share and reads
+    on (the kernel's readahead past the end of its share does) gets a first
+    window there, not the one it had grown: three of four readers of one
+    512 MiB object each asked for up to 48 MiB of the next share, already
+    read and dropped (1.09-1.29x the object asked in tools/bench/shared.py,
+    16 MiB/s per connection). The bytes are right either way."""
+    size = 64 * MiB
+    half = size // 2
+    data = payload("cross", size)
+    s3client.put_object(Bucket=bucket, Key="shard.bin", Body=data)
+    m = mount(bucket)
+    before = admin.stats_json(m.path)["reads"]
+
+    def read_run(fd, start, end):
+        for off in range(start, end, MiB):
+            got = os.pread(fd, MiB, off)
+            check_bytes(got, data[off:off + MiB], "shard.bin at %d" % off)
+
+    with open(m.join("shard.bin"), "rb", buffering=0) as first:
+        os.posix_fadvise(first.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        read_run(first.fileno(), 0, MiB)
+        with open(m.join("shard.bin"), "rb", buffering=0) as second:
+            read_run(second.fileno(), half, size)
+        read_run(first.fileno(), MiB, half)
+        # the second share is no longer in the page cache (as in the bench,
+        # where the kernel asked the daemon for it again)
+        os.posix_fadvise(first.fileno(), half, 0, os.POSIX_FADV_DONTNEED)
+        read_run(first.fileno(), half, half + MiB)
+    fetched = admin.stats_json(m.path)["reads"]["get_bytes"] - before["get_bytes"]
+    # before: 84 MiB (an 8 MiB demand and 12 MiB of prefetch past the
+    # boundary); now 70 (a first window)
+    assert fetched <= size + 8 * MiB, "GETs fetched %.2f times the object" % (fetched / size)
+
+
 H5_WORKER = r"""
 import random, sys
 import h5py, numpy as np
