@@ -29,6 +29,7 @@
 #include "objmount/ctl.h"
 #include "objmount/fs.h"
 #include "objmount/log.h"
+#include "objmount/meta.h"
 #include "objmount/notify.h"
 #include "objmount/util.h"
 
@@ -145,17 +146,29 @@ static void detach_stdio(void)
 
 /* ---- the bucket check ---- */
 
+/* Shortest entry_timeout with which the bucket check's listing of the
+ * root is kept as the root's listing. */
+#define SEED_MIN_ENTRY_TIMEOUT_MS 60000
+
 struct probe {
     struct om_client client;
     long skew;
     struct om_s3_error e;
     const struct om_config *cfg;
+    struct om_list_seed *seed; /* the root's first page, for the namespace */
+    bool complete;
+    uint64_t taken_ms;
 };
 
+/* The check is the first page of the root's listing: when that is the
+ * whole of it, the namespace starts with it, and the first lookup or `ls`
+ * of the root (a loader's first step after a mount) needs no LIST. */
 static int probe_run(void *p)
 {
     struct probe *pr = p;
-    return om_s3_check_bucket(pr->client.s3, &pr->skew, &pr->e);
+    pr->taken_ms = om_now_ms();
+    return om_s3_check_listing(pr->client.s3, pr->cfg->prefix, pr->seed ? om_list_seed_add : NULL,
+                               pr->seed, &pr->complete, &pr->skew, &pr->e);
 }
 
 static void probe_progress(void *p, uint64_t elapsed_ms)
@@ -170,12 +183,15 @@ static void probe_progress(void *p, uint64_t elapsed_ms)
             (double)pr->cfg->mount_timeout_ms / 1000.0);
 }
 
-/* Check the bucket within mount_timeout. On a timeout the probe is left to
- * its thread (the process exits). */
-static int check_bucket(struct om_config *cfg)
+/* Check the bucket within mount_timeout; *seed receives the root's
+ * listing when the check's page held all of it (else NULL), taken at
+ * *taken_ms. On a timeout the probe is left to its thread (the process
+ * exits). */
+static int check_bucket(struct om_config *cfg, struct om_list_seed **seed, uint64_t *taken_ms)
 {
     struct probe *pr = calloc(1, sizeof(*pr));
     char err[512];
+    *seed = NULL;
     if (!pr) {
         fail_line("out of memory");
         return -ENOMEM;
@@ -187,6 +203,12 @@ static int check_bucket(struct om_config *cfg)
         free(pr);
         return rc;
     }
+    /* (the profile's timeouts are resolved by now) kept only where listings
+     * are trusted long (profile=training: a day): with the default 10 s, a
+     * name another client adds in the first seconds after the mount would
+     * be missing for up to 10 s although nobody had listed the root */
+    if (cfg->entry_timeout_ms >= SEED_MIN_ENTRY_TIMEOUT_MS)
+        pr->seed = om_list_seed_new(); /* without it, the check alone */
     int run = om_run_bounded(probe_run, pr, cfg->mount_timeout_ms, 2000, probe_progress, pr, &rc);
     const char *b = cfg->bucket, *ep = cfg->endpoint;
     if (run == -ETIMEDOUT) {
@@ -219,6 +241,12 @@ static int check_bucket(struct om_config *cfg)
         fail_line("checking bucket '%s' at %s failed: %s (HTTP %ld%s%s%s%s)", b, ep,
                   strerror(-rc), e.status, e.code[0] ? " " : "", e.code, e.message[0] ? ": " : "",
                   e.message);
+    }
+    if (rc == 0 && pr->complete) {
+        *seed = pr->seed;
+        *taken_ms = pr->taken_ms;
+    } else {
+        om_list_seed_free(pr->seed);
     }
     om_client_close(&pr->client);
     free(pr);
@@ -483,7 +511,9 @@ int main(int argc, char **argv)
         daemonize_early();
     /* a manifest mount sends no LIST: its first request is the manifest's
      * GET (s3:KEY) or the first read */
-    if (!cfg.manifest && check_bucket(&cfg))
+    struct om_list_seed *seed = NULL;
+    uint64_t seed_ms = 0;
+    if (!cfg.manifest && check_bucket(&cfg, &seed, &seed_ms))
         return 1;
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -516,6 +546,9 @@ int main(int argc, char **argv)
     rc = om_client_open(&client, &cfg, err, sizeof(err));
     if (!rc && (rc = om_fs_init(&fs, &cfg, &client, err, sizeof(err))) != 0)
         om_client_close(&client);
+    if (!rc && seed && om_meta_seed_root(fs.meta, seed, seed_ms) != 0)
+        om_info("the root's listing from the bucket check is not kept: out of memory");
+    om_list_seed_free(seed);
     if (rc) {
         fail_line("%s", err);
         fuse_opt_free_args(&args);

@@ -93,6 +93,18 @@ struct om_meta;
 struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg);
 void om_meta_free(struct om_meta *m);
 
+/* The first page of the root's listing, taken by the bucket check before
+ * the namespace exists (om_s3_check_listing, with om_list_seed_add as its
+ * callback). Installed as the root's listing when it was the whole of it,
+ * trusted from taken_ms for entry_timeout as any listing: the first lookup
+ * or `ls` of the root after a mount needs no LIST of its own. */
+struct om_list_seed;
+struct om_list_seed *om_list_seed_new(void);
+int om_list_seed_add(void *seed, const struct om_list_entry *e); /* an om_list_cb */
+void om_list_seed_free(struct om_list_seed *s);
+/* 0, or -ENOMEM (nothing installed). */
+int om_meta_seed_root(struct om_meta *m, const struct om_list_seed *s, uint64_t taken_ms);
+
 /* Resolve name in directory parent. On success counts one kernel lookup of
  * the child and fills out. -ENOENT when missing, -ENOTDIR when parent is not
  * a directory, -ENAMETOOLONG, or the error of a failed request. */

@@ -253,6 +253,12 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
 /* Check that the bucket answers a listing with these credentials. skew_s
  * (may be NULL) receives server time minus local time from the Date header. */
 int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err);
+/* The same check as the first page of the listing of directory dirkey
+ * ("" the bucket's root, else ending with '/'; delimiter '/'): its entries
+ * go to cb, and *complete says whether that page was the whole listing
+ * (the mount keeps it as its root's). */
+int om_s3_check_listing(struct om_s3 *s3, const char *dirkey, om_list_cb cb, void *ud,
+                        bool *complete, long *skew_s, struct om_s3_error *err);
 
 /* ---- helpers exposed for tests ---- */
 

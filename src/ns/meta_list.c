@@ -5,6 +5,8 @@
  * above the container (listing.c) and the budget (meta_budget.c). */
 #include "objmount/meta.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,4 +85,85 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
     mi_lru_touch(m, l);
     m->st.list_entries += l->n;
     mi_budget_check(m);
+}
+
+/* ---- the root's listing from the bucket check ---- */
+
+struct om_list_seed {
+    struct om_list_entry *v;
+    size_t n, cap;
+    bool lost; /* an entry could not be kept: the seed is not installed */
+};
+
+struct om_list_seed *om_list_seed_new(void)
+{
+    return calloc(1, sizeof(struct om_list_seed));
+}
+
+/* Never fails the check: an entry that cannot be kept loses the seed. */
+int om_list_seed_add(void *seed, const struct om_list_entry *e)
+{
+    struct om_list_seed *s = seed;
+    if (s->lost)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        struct om_list_entry *v = realloc(s->v, cap * sizeof(*v));
+        if (!v) {
+            s->lost = true;
+            return 0;
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    struct om_list_entry c = *e;
+    c.key = strdup(e->key);
+    c.etag = strdup(e->etag ? e->etag : "");
+    if (!c.key || !c.etag) {
+        free((char *)c.key);
+        free((char *)c.etag);
+        s->lost = true;
+        return 0;
+    }
+    s->v[s->n++] = c;
+    return 0;
+}
+
+void om_list_seed_free(struct om_list_seed *s)
+{
+    if (!s)
+        return;
+    for (size_t k = 0; k < s->n; k++) {
+        free((char *)s->v[k].key);
+        free((char *)s->v[k].etag);
+    }
+    free(s->v);
+    free(s);
+}
+
+int om_meta_seed_root(struct om_meta *m, const struct om_list_seed *s, uint64_t taken_ms)
+{
+    if (s->lost)
+        return -ENOMEM;
+    struct listing *l = mi_listing_new(m);
+    if (!l)
+        return -ENOMEM;
+    struct page_ctx ctx = {.m = m, .l = l, .plen = strlen(m->prefix)};
+    for (size_t k = 0; k < s->n; k++) {
+        int rc = page_entry(&ctx, &s->v[k]);
+        if (rc) {
+            mi_listing_put(l);
+            return rc;
+        }
+    }
+    pthread_mutex_lock(&m->lock);
+    if (mi_listing_fresh(m->root->d->listing)) {
+        mi_listing_put(l); /* listed meanwhile */
+    } else {
+        mi_install_listing(m, m->root, l);
+        l->expire_ms = taken_ms + m->cfg.entry_ttl_ms;
+        om_debug("the root's listing from the bucket check: %zu names", l->n);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
 }

@@ -79,8 +79,9 @@ static int list_build(struct om_s3 *s3, struct om_s3_call *c, struct list_ctx *l
     return rc;
 }
 
-/* After the request: 0 or -errno; *next_token as for om_s3_list_page. */
-static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_token,
+/* After the request: 0 or -errno; *next_token as for om_s3_list_page;
+ * *truncated (may be NULL): the answer says more pages follow. */
+static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_token, bool *truncated,
                        struct om_s3_error *err)
 {
     int rc = si_call_result(c, err);
@@ -104,6 +105,8 @@ static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_tok
             rc = -ENOMEM;
         }
     }
+    if (truncated)
+        *truncated = !rc && !stopped && om_list_parser_truncated(l->parser);
     om_list_parser_free(l->parser);
     l->parser = NULL;
     return rc;
@@ -119,7 +122,7 @@ int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list
     int rc = list_build(s3, &c, &l, p);
     if (!rc) {
         om_http_perform(s3->http, &c.req);
-        rc = list_finish(&c, &l, next_token, err);
+        rc = list_finish(&c, &l, next_token, NULL, err);
     }
     si_call_cleanup(&c);
     return rc;
@@ -188,7 +191,7 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
     if (!rc)
         rc = si_call_result(&head, &herr);
     if (!rl)
-        rl = list_finish(&list, &l, NULL, &lerr);
+        rl = list_finish(&list, &l, NULL, NULL, &lerr);
     else
         om_list_parser_free(l.parser);
     if (!rc) {
@@ -246,17 +249,24 @@ static int count_entry(void *ud, const struct om_list_entry *e)
     return 0;
 }
 
-int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err)
+/* One LIST page as the bucket check: entries to cb (NULL: counted only),
+ * the server's clock from its Date header. */
+static int check_list(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
+                      bool *complete, long *skew_s, struct om_s3_error *err)
 {
+    uint64_t n = 0;
+    struct list_ctx l = {.cb = cb ? cb : count_entry, .ud = cb ? ud : &n};
     struct om_s3_call c;
-    int rc = si_call_init(&c, s3, "GET", "ListObjectsV2", NULL, "list-type=2&max-keys=1");
+    bool truncated = false;
+    int rc = list_build(s3, &c, &l, p);
     if (rc)
         return rc;
     c.req.max_body = 16u << 20; /* AIStore may ignore max-keys */
-    uint64_t n = 0;
-    struct list_ctx l = {.cb = count_entry, .ud = &n};
-    c.req.sink = (struct om_http_sink){list_sink_data, list_sink_reset, &l};
-    rc = si_call_perform(&c, err);
+    om_http_perform(s3->http, &c.req);
+    bool empty = !l.parser;
+    rc = list_finish(&c, &l, NULL, &truncated, err);
+    if (rc == -EBADMSG && empty && si_call_result(&c, NULL) == 0)
+        rc = 0; /* an empty 2xx answer still shows the bucket answers */
     if (skew_s) {
         *skew_s = 0;
         const char *d = om_headers_get(&c.req.resp_headers, "Date");
@@ -264,9 +274,21 @@ int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err)
         if (d && om_parse_http_date(d, &server) == 0)
             *skew_s = (long)(server - time(NULL));
     }
-    if (!rc && l.parser)
-        rc = om_list_parser_finish(l.parser);
-    om_list_parser_free(l.parser);
+    if (complete)
+        *complete = !rc && !empty && !truncated;
     si_call_cleanup(&c);
     return rc;
+}
+
+int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err)
+{
+    struct om_s3_list_params p = {.max_keys = 1};
+    return check_list(s3, &p, NULL, NULL, NULL, skew_s, err);
+}
+
+int om_s3_check_listing(struct om_s3 *s3, const char *dirkey, om_list_cb cb, void *ud,
+                        bool *complete, long *skew_s, struct om_s3_error *err)
+{
+    struct om_s3_list_params p = {.prefix = dirkey, .delimiter = "/"};
+    return check_list(s3, &p, cb, ud, complete, skew_s, err);
 }

@@ -84,6 +84,44 @@ def test_a_folder_the_kernel_forgot_is_listed_again_only_when_stale(
         m.unmount()
 
 
+def test_a_training_mount_starts_with_its_root_listed(mount, faultproxy, bucket, s3client):
+    """The bucket check is the first page of the root's listing; with
+    listings trusted long (profile=training) the mount keeps it, so the
+    first `ls` of the root and the lookup of a data set's folder after a
+    remount cost no LIST (one of the two a remounted epoch waited for). A
+    prefix mount keeps its prefix's names; a root of more than one page,
+    and the default 10 s entry_timeout (a name added just after the mount
+    is found), keep nothing."""
+    objects = files("ds", 3)
+    objects.update({"top.bin": b"t" * 100, "pre/sub/a": b"a", "pre/b": b"bb"})
+    seed(s3client, bucket, objects)
+    for opts, prefix, names in (("profile=training", None, ["ds", "pre", "top.bin"]),
+                                ("profile=training", "pre", ["b", "sub"])):
+        m = mount(bucket, opts, prefix=prefix, endpoint=faultproxy.endpoint)
+        seen = kinds(faultproxy)
+        assert seen.get("ListObjectsV2", 0) == 1, seen  # the check
+        faultproxy.reset_stats()
+        assert sorted(os.listdir(m.path)) == names
+        first = os.path.join(m.path, names[0])
+        assert os.path.isdir(first) == (names[0] in ("ds", "sub"))
+        assert not os.path.exists(m.join("missing"))
+        seen = kinds(faultproxy)
+        assert seen.get("ListObjectsV2", 0) == 0 and seen.get("HeadObject", 0) == 0, seen
+        m.unmount()
+    # default entry_timeout: a name added after the mount is found at once
+    m = mount(bucket, "", endpoint=faultproxy.endpoint)
+    seed(s3client, bucket, {"late.bin": b"late"})
+    check_bytes(read_all(m.join("late.bin")), b"late", "late.bin")
+    m.unmount()
+    # more than one page at the root: listed by the mount as before
+    seed(s3client, bucket, {"r%04d" % i: b"r" for i in range(1001)})
+    m = mount(bucket, "profile=training", endpoint=faultproxy.endpoint)
+    faultproxy.reset_stats()
+    assert len(os.listdir(m.path)) == 1001 + 4
+    assert kinds(faultproxy).get("ListObjectsV2", 0) >= 2
+    m.unmount()
+
+
 def test_walk_and_find_cost_no_head_per_file(proxied, faultproxy, bucket, s3client):
     objects = {}
     for d in ("t/a", "t/a/b", "t/c", "t/d/e"):

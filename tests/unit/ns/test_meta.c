@@ -740,6 +740,65 @@ START_TEST(test_a_listing_dropped_by_the_budget_still_answers_lookups)
 }
 END_TEST
 
+static int counting_page(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
+                         char **next, struct om_s3_error *err)
+{
+    (void)p;
+    (void)cb;
+    (void)cb_ud;
+    memset(err, 0, sizeof(*err));
+    *next = NULL;
+    (*(int *)ud)++;
+    return 0; /* an empty directory */
+}
+
+START_TEST(test_the_root_starts_with_the_bucket_checks_listing)
+{
+    /* the check's page of the root, installed as its listing: lookups of
+     * its names (and of a missing one) ask the source nothing; the
+     * prefix's own marker and a name that cannot be a file name are left
+     * out; a page older than entry_timeout is not trusted */
+    static const struct om_list_entry page[] = {
+        {.key = "p/", .size = 0, .etag = ""},
+        {.key = "p/a.bin", .size = 5, .etag = "d41d8cd98f00b204e9800998ecf8427e"},
+        {.key = "p/..", .size = 1, .etag = ""},
+        {.key = "p/d/", .is_prefix = true},
+    };
+    for (int old = 0; old < 2; old++) {
+        int lists = 0;
+        struct om_meta_config cfg = test_config(OM_META_LISTING);
+        cfg.list_page = counting_page;
+        cfg.list_ud = &lists;
+        struct om_meta *m = om_meta_new(NULL, &cfg);
+        ck_assert_ptr_nonnull(m);
+        struct om_list_seed *seed = om_list_seed_new();
+        ck_assert_ptr_nonnull(seed);
+        for (size_t k = 0; k < sizeof(page) / sizeof(page[0]); k++)
+            ck_assert_int_eq(om_list_seed_add(seed, &page[k]), 0);
+        uint64_t taken = om_now_ms() - (old ? cfg.entry_ttl_ms + 1 : 0);
+        ck_assert_int_eq(om_meta_seed_root(m, seed, taken), 0);
+        om_list_seed_free(seed);
+        struct om_attr a;
+        int rc = om_meta_lookup(m, OM_ROOT_INO, "a.bin", &a);
+        if (old) {
+            ck_assert_int_eq(rc, -ENOENT); /* listed again: empty now */
+            ck_assert_int_gt(lists, 0);
+        } else {
+            ck_assert_int_eq(rc, 0);
+            ck_assert_uint_eq(a.size, 5);
+            ck_assert_int_eq(om_meta_lookup(m, OM_ROOT_INO, "d", &a), 0);
+            ck_assert(S_ISDIR(a.mode));
+            ck_assert_int_eq(om_meta_lookup(m, OM_ROOT_INO, "missing", &a), -ENOENT);
+            ck_assert_int_eq(lists, 0);
+            struct om_meta_stats st;
+            om_meta_get_stats(m, &st);
+            ck_assert_uint_eq(st.list_entries, 2); /* a.bin and d */
+        }
+        om_meta_free(m);
+    }
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
     Suite *s = suite_create("meta");
@@ -765,6 +824,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_under_pressure_readdirplus_tells_files_without_an_inode);
     tcase_add_test(tc, test_the_reclaim_holds_the_budget);
     tcase_add_test(tc, test_a_listing_dropped_by_the_budget_still_answers_lookups);
+    tcase_add_test(tc, test_the_root_starts_with_the_bucket_checks_listing);
     suite_add_tcase(s, tc);
     return s;
 }
