@@ -2,7 +2,8 @@
  * the mount has one, else from S3) added to a listing, and the complete
  * listing installed on its directory, under the budget. Directory handles
  * (meta_readdir.c) and background listings (meta_slurp.c) use it; it sits
- * above the container (listing.c) and the budget (meta_budget.c). */
+ * above the container (listing.c) and the budget (meta_budget.c). Also the
+ * root's listing the bucket check took before the namespace existed. */
 #include "objmount/meta.h"
 
 #include <errno.h>
