@@ -5,13 +5,14 @@ time, every window checked (issue 23).
 
     /usr/bin/python3 tools/bench/h5workers.py [--size-mib 256] [--workers 4]
         [--seconds 20] [--peers objmount,objmount-training,s3fs,rclone]
-        [--phases loopback,s3-like] [--runs N] [--out results.json] [--keep-work]
+        [--phases loopback,s3-like,s3-scaled] [--runs N] [--out results.json] [--keep-work]
 
 The file: one int32 dataset "x" of S x S values (S = sqrt(size / 4), 8192
 for 256 MiB) in 128 x 128 chunks (64 KiB each), value = row * S + column,
 made locally with h5py and uploaded with boto3 to a private s3rver behind
 the fault proxy (tools/bench/shared.py's phases: loopback, 10 ms to the
-first byte; s3-like, 20 ms and 64 MiB/s per connection).
+first byte; s3-like, 20 ms and 64 MiB/s per connection; s3-scaled, 20 ms
+and 16 MiB/s per connection).
 
 For every phase and peer: the peer is mounted fresh (an empty cache
 directory), the file is stat'ed, the page cache dropped and s3rver's file
@@ -251,7 +252,7 @@ def parse_args(argv):
                     help="comma-separated: %s (default all)" % ", ".join(sharedmod.PEERS))
     ap.add_argument("--phases", type=lambda t: sharedmod.csv_list(t, list(sharedmod.PHASES)),
                     default=list(sharedmod.PHASES),
-                    help="comma-separated: %s (default both)" % ", ".join(sharedmod.PHASES))
+                    help="comma-separated: %s (default all)" % ", ".join(sharedmod.PHASES))
     ap.add_argument("--runs", type=int, default=1,
                     help="runs of every phase, peers in turn; medians shown (default 1)")
     ap.add_argument("--out", help="write the results as JSON to this file")
