@@ -212,6 +212,7 @@ struct om_reader {
     unsigned random_reads;
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
     uint64_t run_start; /* where the handle's current sequential run began */
+    uint64_t entered;   /* the other handle's run start it last read on into */
     uint64_t file_block; /* 1 + the last block view_from_files counted an access of */
     bool files_checked;  /* all_in_files looked at the object for this handle */
     bool closing;
@@ -1573,6 +1574,24 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
     return covered;
 }
 
+/* The first place in [from, end) where another handle's sequential run
+ * began, open or one of the object's last closed ones; UINT64_MAX when
+ * none. Caller holds lock. */
+static uint64_t other_run_start(const struct om_reader *r, uint64_t from, uint64_t end)
+{
+    uint64_t at = UINT64_MAX;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && !x->closing && x->seq_run > 0 && x->run_start >= from && x->run_start < end)
+            at = OM_MIN(at, x->run_start);
+    }
+    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
+    for (unsigned i = 0; i < n; i++) {
+        if (r->o->past_runs[i] >= from && r->o->past_runs[i] < end)
+            at = OM_MIN(at, r->o->past_runs[i]);
+    }
+    return at;
+}
+
 /* Where this handle's prefetch stops: the start of another handle's
  * sequential run ahead of it, open or closed. DataLoader workers that each
  * read their own share of one object otherwise prefetch into the next
@@ -1583,23 +1602,13 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
  * other. Caller holds lock. */
 static uint64_t prefetch_stop(const struct om_reader *r)
 {
-    uint64_t stop = UINT64_MAX;
-    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
-        if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->pos)
-            stop = OM_MIN(stop, x->run_start);
-    }
-    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
-    for (unsigned i = 0; i < n; i++) {
-        if (r->o->past_runs[i] > r->pos)
-            stop = OM_MIN(stop, r->o->past_runs[i]);
-    }
-    return stop;
+    return other_run_start(r, r->pos + 1, UINT64_MAX);
 }
 
 /* Does the read [off, end) take in the start of a run another handle
  * began ahead of r's (open or closed)? Then r has come to the end of its
  * share, and what follows is the kernel's readahead past it or a reader
- * going on into data another one has read: r's run starts again there,
+ * going on into data another one has read: r's window starts again there,
  * with the first window, so that crossing costs a window's first chunk,
  * not its last. Three of four readers of one object each asked for up to
  * 48 MiB of the next share the kernel's readahead had touched (1.09-1.29x
@@ -1608,20 +1617,13 @@ static bool enters_other_run(struct om_reader *r, uint64_t off, uint64_t end)
 {
     if (r->o->nreaders < 2 && r->o->npast == 0)
         return false;
-    uint64_t from = OM_MAX(off, r->run_start + 1);
-    uint64_t hit = UINT64_MAX;
-    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
-        if (x != r && x->seq_run > 0 && x->run_start >= from && x->run_start < end)
-            hit = OM_MIN(hit, x->run_start);
-    }
-    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
-    for (unsigned i = 0; i < n; i++) {
-        if (r->o->past_runs[i] >= from && r->o->past_runs[i] < end)
-            hit = OM_MIN(hit, r->o->past_runs[i]);
-    }
-    if (hit == UINT64_MAX)
+    uint64_t at = other_run_start(r, OM_MAX(off, OM_MAX(r->run_start, r->entered) + 1), end);
+    if (at == UINT64_MAX)
         return false;
-    r->run_start = hit;
+    /* not run_start: where this run began still bounds the prefetch of the
+     * handle before it once this one closes (overwritten, the worker
+     * before read on 120 MiB into this share) */
+    r->entered = at;
     return true;
 }
 
@@ -1634,6 +1636,7 @@ static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read
 {
     if (p->kind == OM_READ_RANDOM) {
         r->run_start = p->demand.off; /* the next sequential run starts here */
+        r->entered = 0;
     }
     unsigned segs = r->o->demand_segs;
     r->window = p->next.window;
