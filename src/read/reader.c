@@ -212,7 +212,6 @@ struct om_reader {
     unsigned random_reads;
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
     uint64_t run_start; /* where the handle's current sequential run began */
-    uint64_t entered;   /* the other handle's run start it last read on into */
     uint64_t file_block; /* 1 + the last block view_from_files counted an access of */
     bool files_checked;  /* all_in_files looked at the object for this handle */
     bool closing;
@@ -1574,24 +1573,11 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
     return covered;
 }
 
-/* The first place in [from, end) where another handle's sequential run
- * began, open or one of the object's last closed ones; UINT64_MAX when
- * none. Caller holds lock. */
-static uint64_t other_run_start(const struct om_reader *r, uint64_t from, uint64_t end)
-{
-    uint64_t at = UINT64_MAX;
-    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
-        if (x != r && !x->closing && x->seq_run > 0 && x->run_start >= from && x->run_start < end)
-            at = OM_MIN(at, x->run_start);
-    }
-    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
-    for (unsigned i = 0; i < n; i++) {
-        if (r->o->past_runs[i] >= from && r->o->past_runs[i] < end)
-            at = OM_MIN(at, r->o->past_runs[i]);
-    }
-    return at;
-}
-
+/* Carry out the plan of a read ending at end: the reader takes its new
+ * numbers first (cover() may wait for memory, and other reads of the same
+ * handle then plan from them), then prefetch is cancelled, the demand and
+ * prefetch ranges are covered, the frontier moves and a fill may start.
+ * Caller holds the lock. */
 /* Where this handle's prefetch stops: the start of another handle's
  * sequential run ahead of it, open or closed. DataLoader workers that each
  * read their own share of one object otherwise prefetch into the next
@@ -1602,41 +1588,23 @@ static uint64_t other_run_start(const struct om_reader *r, uint64_t from, uint64
  * other. Caller holds lock. */
 static uint64_t prefetch_stop(const struct om_reader *r)
 {
-    return other_run_start(r, r->pos + 1, UINT64_MAX);
+    uint64_t stop = UINT64_MAX;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->pos)
+            stop = OM_MIN(stop, x->run_start);
+    }
+    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
+    for (unsigned i = 0; i < n; i++) {
+        if (r->o->past_runs[i] > r->pos)
+            stop = OM_MIN(stop, r->o->past_runs[i]);
+    }
+    return stop;
 }
 
-/* Does the read [off, end) take in the start of a run another handle
- * began ahead of r's (open or closed)? Then r has come to the end of its
- * share, and what follows is the kernel's readahead past it or a reader
- * going on into data another one has read: r's window starts again there,
- * with the first window, so that crossing costs a window's first chunk,
- * not its last. Three of four readers of one object each asked for up to
- * 48 MiB of the next share the kernel's readahead had touched (1.09-1.29x
- * the object asked, 1.03-1.10x sent). Caller holds the lock. */
-static bool enters_other_run(struct om_reader *r, uint64_t off, uint64_t end)
-{
-    if (r->o->nreaders < 2 && r->o->npast == 0)
-        return false;
-    uint64_t at = other_run_start(r, OM_MAX(off, OM_MAX(r->run_start, r->entered) + 1), end);
-    if (at == UINT64_MAX)
-        return false;
-    /* not run_start: where this run began still bounds the prefetch of the
-     * handle before it once this one closes (overwritten, the worker
-     * before read on 120 MiB into this share) */
-    r->entered = at;
-    return true;
-}
-
-/* Carry out the plan of a read ending at end: the reader takes its new
- * numbers first (cover() may wait for memory, and other reads of the same
- * handle then plan from them), then prefetch is cancelled, the demand and
- * prefetch ranges are covered, the frontier moves and a fill may start.
- * Caller holds the lock. */
 static void plan_execute(struct om_reader *r, uint64_t end, const struct om_read_plan *p)
 {
     if (p->kind == OM_READ_RANDOM) {
         r->run_start = p->demand.off; /* the next sequential run starts here */
-        r->entered = 0;
     }
     unsigned segs = r->o->demand_segs;
     r->window = p->next.window;
@@ -1810,10 +1778,6 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         rs->st.hits++;
 
     struct om_read_state st = read_state(r);
-    if (enters_other_run(r, off, end)) {
-        st.window = rs->plan_cfg.prefetch_initial;
-        st.streak = 0;
-    }
     struct om_read_plan plan = om_read_plan_make(&st, &rs->plan_cfg, off, len);
     plan_execute(r, end, &plan);
 
