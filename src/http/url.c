@@ -33,6 +33,27 @@ static int curlu_part(CURLU *h, CURLUPart what, unsigned flags, char **out)
     return *out ? 0 : -ENOMEM;
 }
 
+/* A host name (letters, digits, '-', '.', '_') or a bracketed IPv6
+ * literal. libcurl decodes %XX in host names, so a host that held '%' could
+ * name another host each time it is formatted and parsed again: refused,
+ * like any byte a DNS name or an address cannot hold. */
+static bool host_ok(const char *h)
+{
+    if (h[0] == '[') {
+        size_t n = strlen(h);
+        if (n < 3 || h[n - 1] != ']')
+            return false;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
+                return false;
+        return true;
+    }
+    for (const char *c = h; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '-' && *c != '.' && *c != '_')
+            return false;
+    return true;
+}
+
 /* Fill u from a CURLU handle: only http(s), no user info, a host, a port. */
 static int url_from_curlu(CURLU *h, struct om_url *u)
 {
@@ -50,6 +71,8 @@ static int url_from_curlu(CURLU *h, struct om_url *u)
     if (!rc)
         rc = curlu_part(h, CURLUPART_QUERY, 0, &u->query);
     if (!rc && (!scheme || user || !port || !u->host || !*u->host || !u->path))
+        rc = -EINVAL;
+    if (!rc && !host_ok(u->host))
         rc = -EINVAL;
     if (!rc && strcasecmp(scheme, "https") == 0)
         u->https = true;

@@ -76,6 +76,15 @@ START_TEST(test_parse_urls)
     ck_assert_int_eq(om_url_parse("http://h:99999/", &u), -EINVAL);
     ck_assert_int_eq(om_url_parse("http://user:pw@h/", &u), -EINVAL);
     ck_assert_int_eq(om_url_parse("localhost:9000", &u), -EINVAL);
+    /* curl decodes %XX in a host: "gw%2539" would come back as "gw%39",
+     * then as "gw9", a different host each time it is formatted */
+    ck_assert_int_eq(om_url_parse("http://gw%2539/b", &u), -EINVAL);
+    ck_assert_int_eq(om_url_parse("http://gw%39/b", &u), 0);
+    ck_assert_str_eq(u.host, "gw9"); /* decoded once, then stable */
+    om_url_free(&u);
+    ck_assert_int_eq(om_url_parse("http://my_host.internal-1:80/b", &u), 0);
+    ck_assert_str_eq(u.host, "my_host.internal-1");
+    om_url_free(&u);
 }
 END_TEST
 
