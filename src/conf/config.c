@@ -590,7 +590,9 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
     }
     struct om_url u;
     if (om_url_parse(cfg->endpoint, &u) != 0) {
-        snprintf(err, errlen, "endpoint '%s' (from %s) is not an http:// or https:// URL",
+        snprintf(err, errlen,
+                 "endpoint '%s' (from %s) is not an http:// or https:// URL with a host name "
+                 "(letters, digits, '-', '.', '_') or address",
                  cfg->endpoint, cfg->endpoint_source);
         return -EINVAL;
     }

@@ -139,6 +139,20 @@ START_TEST(test_endpoint_and_region_from_environment)
     ck_assert_int_eq(om_config_finalize(&c, NULL, err, sizeof(err)), 0);
     ck_assert_str_eq(c.endpoint, "http://opt:2");
     om_config_free(&c);
+
+    /* an endpoint objmount could not send to the host it names is refused
+     * at the start, saying why */
+    static const char *const bad[] = {"endpoint=ftp://h:1", "endpoint=h:9000",
+                                      "endpoint=http://gw%2539:9000/", "endpoint=http://a b/"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        clear_env();
+        om_config_init(&c);
+        om_config_parse_opts(&c, bad[i], err, sizeof(err));
+        ck_assert_int_eq(om_config_finalize(&c, NULL, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "is not an http:// or https:// URL with a host name"), "%s: %s",
+                      bad[i], err);
+        om_config_free(&c);
+    }
 }
 END_TEST
 
