@@ -37,6 +37,9 @@ struct om_readers_config {
     uint64_t prefetch_initial;
     uint64_t prefetch_max;
     uint64_t small_file_size;
+    /* the kernel's readahead (max_readahead): how far past a reader's last
+     * read the kernel may ask on its own */
+    uint64_t kernel_readahead;
     /* a lookup is answered from the attributes of a GET the pool holds
      * only while they are younger than this (the mount's attr_timeout) */
     uint64_t attr_ttl_ms;

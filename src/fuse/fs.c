@@ -1114,6 +1114,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .prefetch_initial = cfg->prefetch_initial,
         .prefetch_max = cfg->prefetch_max,
         .small_file_size = cfg->small_file_size,
+        .kernel_readahead = cfg->max_readahead,
         .attr_ttl_ms = cfg->attr_timeout_ms,
         .dcache = fs->dcache = open_data_cache(cfg),
     };
