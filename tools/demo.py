@@ -288,12 +288,30 @@ def run(args, work, live):
     say("done in %.1f s" % (time.monotonic() - t))
 
 
+def stop_loader_workers():
+    """Kill the DataLoader workers still running. A Ctrl-C that lands while
+    the DataLoader forks its workers can leave one that no iterator knows
+    of: it waits for work that never comes, it ignores SIGTERM
+    (quiet_worker), and Python's exit waited for it forever after
+    multiprocessing's SIGTERM. They hold files open on the mount, so this
+    comes before the unmount."""
+    import multiprocessing
+
+    # torch's SIGCHLD handler would raise for a worker of an iterator that
+    # never shut down
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(10)
+
+
 def cleanup(live, work, failed, log=None):
     """Unmount, stop the gateway and s3rver, remove the work directory.
     Never removes anything under a mount point that is still mounted. After
     a failure the daemon's log is kept in a file named on the way out."""
     problems = []
     gc.collect()  # drop file objects a failed step may still hold on the mount
+    stop_loader_workers()
     m = live.get("mount")
     if m is not None:
         try:

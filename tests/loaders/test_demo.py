@@ -3,10 +3,12 @@ the end, and a Ctrl-C in the middle of its DataLoader epoch leaves nothing
 mounted, running or on disk. Small data set (2 classes x 8 images)."""
 
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -20,10 +22,20 @@ DEMO = [sys.executable, os.path.join(REPO_ROOT, "tools", "demo.py"), "--classes"
 
 
 def start():
-    # its own session, as a terminal's foreground job: Ctrl-C reaches the
-    # whole process group (demo.py and its DataLoader workers)
-    return subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, bufsize=1)
+    """The demo in its own session, as a terminal's foreground job: Ctrl-C
+    reaches the whole process group (demo.py and its DataLoader workers).
+    A thread passes its output lines on (p.output; None at the end)."""
+    p = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, bufsize=1)
+    p.output = queue.Queue()
+
+    def pump():
+        for line in p.stdout:
+            p.output.put(line)
+        p.output.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return p
 
 
 def leftovers(work, port):
@@ -46,17 +58,35 @@ def leftovers(work, port):
     return procs, mounts
 
 
-def finish(p, lines, timeout=120):
-    deadline = time.monotonic() + timeout
-    for line in p.stdout:
+def lines_until(p, lines, deadline):
+    """p's output lines, each appended to lines as it comes; the demo's
+    process group is killed and the test fails at the deadline, whether or
+    not lines still come (a demo that hung once waited for the CI's
+    limit)."""
+    while True:
+        try:
+            line = p.output.get(timeout=max(deadline - time.monotonic(), 0.001))
+        except queue.Empty:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=30)
+            raise AssertionError("the demo did not end in time (killed):\n" + "".join(lines))
+        if line is None:
+            return
         lines.append(line)
-        assert time.monotonic() < deadline, "".join(lines)
+        yield line
+
+
+def finish(p, lines, timeout=120):
+    for _ in lines_until(p, lines, time.monotonic() + timeout):
+        pass
     return p.wait(timeout=30)
 
 
-def read_until(p, lines, pattern):
-    for line in p.stdout:
-        lines.append(line)
+def read_until(p, lines, pattern, timeout=120):
+    for line in lines_until(p, lines, time.monotonic() + timeout):
         if re.search(pattern, line):
             return
     raise AssertionError("the demo ended before %r:\n%s" % (pattern, "".join(lines)))
