@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness import rawhttp
-from harness.mount import MiB, check_bytes, new_bucket, payload, read_checked, seed
+from harness.mount import MiB, MountFailed, check_bytes, new_bucket, payload, read_checked, seed
 
 PART_OPT = "part_size=5M"
 FILES = {"f/empty": 0, "f/one": 1, "f/mib+1": MiB + 1, "f/part+1": 5 * MiB + 1,
@@ -370,3 +370,19 @@ def test_aistore_persistent_truncation_is_eio(mount, faultproxy, s3client, bucke
         err = read_checked(m.join(key), want)
         assert err is not None and err.errno == errno.EIO, "%s: read without EIO" % key
     m.check_alive()
+
+
+@pytest.mark.parametrize("code", ["XAmzContentSHA256Mismatch", "BadDigest"])
+def test_a_refused_bucket_check_fails_the_mount(mount, faultproxy, data, code):
+    """The bucket check's LIST refused with an error whose code maps to the
+    same errno as an empty 2xx answer (EBADMSG): the mount fails, saying
+    why, and mounts nothing. An empty 2xx answer alone is what the check
+    tolerates (AIStore may send one)."""
+    bucket, _ = data
+    faultproxy.set_faults(errors={"status": 400, "code": code, "kind": "ListObjectsV2"})
+    with pytest.raises(MountFailed) as ei:
+        mount(bucket, PART_OPT, endpoint=faultproxy.endpoint, timeout=30)
+    f = ei.value
+    assert f.returncode not in (None, 0), f.stderr
+    assert not f.mounted, "the mount point was left mounted"
+    assert code in f.stderr and "malformed" not in f.stderr, f.stderr
