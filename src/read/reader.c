@@ -1573,6 +1573,35 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
     return covered;
 }
 
+/* Keep s in *best when it lies in (above, upto] and is lower (higher,
+ * with highest) than what *best holds. */
+static void run_start_take(uint64_t s, uint64_t above, uint64_t upto, bool highest, uint64_t *best,
+                           bool *found)
+{
+    if (s > above && s <= upto && (!*found || (highest ? s > *best : s < *best))) {
+        *best = s;
+        *found = true;
+    }
+}
+
+/* The lowest (with highest, the highest) place in (above, upto] where
+ * another handle's sequential run began: an open handle's, or one of the
+ * object's last OM_PAST_RUNS closed ones', into *out. false when there is
+ * none. Caller holds the lock. */
+static bool other_run_start(const struct om_reader *r, uint64_t above, uint64_t upto, bool highest,
+                            uint64_t *out)
+{
+    bool found = false;
+    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
+        if (x != r && !x->closing && x->seq_run > 0)
+            run_start_take(x->run_start, above, upto, highest, out, &found);
+    }
+    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
+    for (unsigned i = 0; i < n; i++)
+        run_start_take(r->o->past_runs[i], above, upto, highest, out, &found);
+    return found;
+}
+
 /* Where this handle's prefetch stops: the start of another handle's
  * sequential run ahead of it, open or closed. DataLoader workers that each
  * read their own share of one object otherwise prefetch into the next
@@ -1584,15 +1613,7 @@ static uint64_t covered_from(struct robj *o, uint64_t end)
 static uint64_t prefetch_stop(const struct om_reader *r)
 {
     uint64_t stop = UINT64_MAX;
-    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
-        if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->pos)
-            stop = OM_MIN(stop, x->run_start);
-    }
-    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
-    for (unsigned i = 0; i < n; i++) {
-        if (r->o->past_runs[i] > r->pos)
-            stop = OM_MIN(stop, r->o->past_runs[i]);
-    }
+    other_run_start(r, r->pos, UINT64_MAX, false, &stop);
     return stop;
 }
 
@@ -1612,25 +1633,10 @@ static uint64_t prefetch_stop(const struct om_reader *r)
 static uint64_t crossing_end(const struct om_reader *r, uint64_t off)
 {
     uint64_t reach = 2 * r->rs->cfg.kernel_readahead, start = 0;
-    bool found = false;
-    if (reach == 0 || (r->o->nreaders < 2 && r->o->npast == 0))
+    if (reach == 0 || (r->o->nreaders < 2 && r->o->npast == 0) ||
+        !other_run_start(r, r->run_start, off, true, &start))
         return 0;
-    for (const struct om_reader *x = r->o->readers; x; x = x->o_next) {
-        if (x != r && !x->closing && x->seq_run > 0 && x->run_start > r->run_start &&
-            x->run_start <= off && (!found || x->run_start > start)) {
-            start = x->run_start;
-            found = true;
-        }
-    }
-    unsigned n = OM_MIN(r->o->npast, OM_PAST_RUNS);
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t s = r->o->past_runs[i];
-        if (s > r->run_start && s <= off && (!found || s > start)) {
-            start = s;
-            found = true;
-        }
-    }
-    return found && off < start + reach ? start + reach : 0;
+    return off < start + reach ? start + reach : 0;
 }
 
 /* Carry out the plan of a read ending at end: the reader takes its new
