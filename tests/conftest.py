@@ -3,13 +3,14 @@
 Run with Debian's interpreter (boto3 and pytest come from Debian):
     /usr/bin/python3 -m pytest tests/...
 
-The S3 server is s3rver unless `--server swift` (or OBJMOUNT_TEST_SERVER=swift)
-selects OpenStack Swift with s3api (harness.servers); the fixtures below give
-the selected server's endpoint and credentials either way.
+The server is versitygw unless `--server NAME` (or OBJMOUNT_TEST_SERVER=NAME)
+selects another kind of harness.servers (swift, aistore, aistore-proxy, ais);
+the fixtures below give the selected server's endpoint and credentials either
+way. tests/matrix.py says which test files run on which kind.
 
 Fixtures here are generic test infrastructure:
-  s3server     session: the selected server (s3rver or Swift) on a free
-               loopback port; .kind names it
+  s3server     session: the selected server on free loopback ports; .kind
+               names it (endpoint: what objmount is given)
   bucket       function: a fresh, empty bucket name on s3server
   s3client     session: boto3 client straight to s3server (botocore retries)
   s3raw        session: boto3 client straight to s3server, no retries
@@ -41,32 +42,39 @@ if TESTS_DIR not in sys.path:
 from harness.faultproxy import FaultProxy  # noqa: E402
 from harness.mount import MountFactory  # noqa: E402
 from harness import servers  # noqa: E402
-from harness.s3server import ServerNotInstalled  # noqa: E402
+from harness.procs import ServerNotInstalled  # noqa: E402
+import matrix  # noqa: E402
 
 _bucket_numbers = itertools.count(1)
 
 
 def pytest_addoption(parser):
     parser.addoption("--server", choices=servers.KINDS, default=None,
-                     help="S3 server to test against (default: $%s or s3rver)" % servers.ENV)
+                     help="server to test against (default: $%s or %s)"
+                     % (servers.ENV, servers.DEFAULT))
 
 
 def pytest_configure(config):
     kind = config.getoption("server")
     servers.select(kind or servers.selected())
-    config.addinivalue_line(
-        "markers", "server_independent: uses no server of the selected kind (a synthetic "
-        "server, a built package): collected with s3rver only, so that the test "
-        "command's two passes do not run it twice")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked server_independent run in the s3rver pass only."""
-    if servers.selected() == "s3rver":
-        return
+    """Keep the files tests/matrix.py runs on the selected kind; skip, with
+    the table's reason, those it names a reason for; drop the rest (files
+    that run once, on another kind)."""
+    kind = servers.selected()
     keep, drop = [], []
     for item in items:
-        (drop if item.get_closest_marker("server_independent") else keep).append(item)
+        path = os.path.relpath(str(item.fspath), TESTS_DIR)
+        run, reason = matrix.runs(path, kind)
+        if run:
+            keep.append(item)
+        elif reason:
+            item.add_marker(pytest.mark.skip(reason="not on %s: %s" % (kind, reason)))
+            keep.append(item)
+        else:
+            drop.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

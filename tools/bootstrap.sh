@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install every build and test dependency of objmount on Debian 12, then the
-# pinned Node.js test servers. Idempotent: what is present is left alone.
+# pinned Node.js test servers and the pinned Go servers (tools/go-servers.lock:
+# versitygw, AIStore's aisnode and aisloader, built once from the Go module
+# proxy into a cache). Idempotent: what is present is left alone.
 #
 #   tools/bootstrap.sh            everything (build, tests, loaders, benchmarks)
 #   tools/bootstrap.sh --check    report what is missing, install nothing
@@ -108,5 +110,48 @@ else
     (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
         die "npm ci failed in $node_dir (is the npm registry reachable?)"
     printf '%s\n' "$want" >"$stamp"
+fi
+# The Go servers of the tests and benchmarks (tools/go-servers.lock), each
+# built once into $OBJMOUNT_GO_CACHE (default ~/.cache/objmount/go) as
+# NAME-VERSION/NAME: a second run finds it and costs nothing. Built in a
+# throw-away module with `go get PACKAGE@VERSION` and `go build`, as their
+# Makefiles do (CGO off, -trimpath, their tags): `go install PKG@VERSION`
+# refuses AIStore, whose module list the proxy does not serve.
+go_cache=${OBJMOUNT_GO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/objmount/go}
+go_missing=()
+while read -r name pkg version tags; do
+    [[ -z $name || $name == \#* ]] && continue
+    [[ -x "$go_cache/$name-$version/$name" ]] || go_missing+=("$name $pkg $version $tags")
+done <"$root/tools/go-servers.lock"
+if ((${#go_missing[@]} == 0)); then
+    say "Go servers present ($go_cache)"
+elif $check_only; then
+    say "Go servers missing in $go_cache: $(printf '%s; ' "${go_missing[@]}")"
+    exit 1
+else
+    command -v go >/dev/null 2>&1 ||
+        die "go not found: the Go servers need Go 1.26 or later (https://go.dev/dl, or the machine's own)"
+    gov=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+    [[ $(printf '%s\n1.26\n' "${gov%%[!0-9.]*}" | sort -V | head -1) == 1.26 ]] ||
+        die "go $gov is too old: the Go servers need Go 1.26 or later"
+    for line in "${go_missing[@]}"; do
+        read -r name pkg version tags <<<"$line"
+        say "building $name $version from the Go module proxy (once; cached in $go_cache)"
+        work=$(mktemp -d)
+        printf 'module objmount.local/build\n\ngo 1.26\n' >"$work/go.mod"
+        tagflag=()
+        [[ $tags == - ]] || tagflag=(-tags "$tags")
+        if (cd "$work" && go get "$pkg@$version" >"$work/log" 2>&1 &&
+            CGO_ENABLED=0 go build -trimpath "${tagflag[@]}" -ldflags "-s -w -X main.build=$version" \
+                -o "$work/$name" "$pkg" >>"$work/log" 2>&1); then
+            mkdir -p "$go_cache/$name-$version"
+            mv "$work/$name" "$go_cache/$name-$version/$name"
+            rm -rf "$work"
+        else
+            tail -20 "$work/log" >&2
+            rm -rf "$work"
+            die "could not build $name $version (is the Go module proxy reachable?)"
+        fi
+    done
 fi
 say "ready"

@@ -1,1 +1,1 @@
-"""Test infrastructure for objmount: s3rver and the fault proxy."""
+"""Test infrastructure for objmount: the test servers, the mounts and the fault proxy."""

@@ -42,7 +42,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from . import s3server, servers
+from . import procs, servers
 from .mount import _fusermount, _stop_pid, daemon_env, is_mounted
 from .omtools import tool
 
@@ -235,7 +235,7 @@ class S3fs:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(["s3fs", self.bucket, self.path, "-f", "-o", o],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         preexec_fn=s3server._set_pdeathsig)
+                                         preexec_fn=procs.set_pdeathsig)
         _s3fs_live[self.path] = self
         deadline = time.monotonic() + self.timeout
         while not is_mounted(self.path):

@@ -36,25 +36,30 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 import weakref
 
-from . import s3server, servers
+from . import procs, servers
 
-PROXY_JS = os.path.join(s3server.REPO_ROOT, "tools", "faultproxy", "faultproxy.js")
+PROXY_JS = os.path.join(procs.REPO_ROOT, "tools", "faultproxy", "faultproxy.js")
 
 _live = weakref.WeakSet()
 
 
 class FaultProxy:
-    def __init__(self, upstream, access_key=None, secret_key=None, region=s3server.REGION,
+    def __init__(self, upstream, access_key=None, secret_key=None, region="us-east-1",
                  config=None, startup_timeout=15.0):
         # keys: given, else the upstream server's, else the selected server's
         access_key = access_key or getattr(upstream, "access_key", None) or servers.access_key()
         secret_key = secret_key or getattr(upstream, "secret_key", None) or servers.secret_key()
-        if hasattr(upstream, "endpoint"):
+        self.server = upstream if hasattr(upstream, "endpoint") else None
+        if self.server is not None:
             upstream = upstream.endpoint
         self.upstream = upstream
+        # the proxy forwards paths unchanged: an upstream under a path
+        # (AIStore's /s3) is reached under the same path through it
+        self.path = urllib.parse.urlsplit(upstream).path.rstrip("/")
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = region
@@ -69,7 +74,7 @@ class FaultProxy:
         self.dir = tempfile.mkdtemp(prefix="objmount-faultproxy-")
         port_file = os.path.join(self.dir, "ports.json")
         self.log_path = os.path.join(self.dir, "faultproxy.log")
-        cmd = [s3server.node_binary(), PROXY_JS, "--upstream", self.upstream,
+        cmd = [procs.node_binary(), PROXY_JS, "--upstream", self.upstream,
                "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
                "--gateway", "127.0.0.1:0", "--target", "127.0.0.1:0",
                "--port-file", port_file, "--access-key", self.access_key,
@@ -79,7 +84,7 @@ class FaultProxy:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, preexec_fn=s3server._set_pdeathsig)
+                start_new_session=True, preexec_fn=procs.set_pdeathsig)
         _live.add(self)
         deadline = time.monotonic() + self.startup_timeout
         while not os.path.exists(port_file):
@@ -91,7 +96,7 @@ class FaultProxy:
         with open(port_file) as f:
             self.ports = json.load(f)
         self.port = self.ports["front"]
-        self.endpoint = "http://127.0.0.1:%d" % self.ports["front"]
+        self.endpoint = "http://127.0.0.1:%d%s" % (self.ports["front"], self.path)
         self.gateway_port = self.ports["gateway"]
         self.gateway_endpoint = "http://127.0.0.1:%d/s3" % self.ports["gateway"]
         self.target_port = self.ports["target"]
@@ -101,7 +106,7 @@ class FaultProxy:
 
     def stop(self):
         if self.proc is not None:
-            s3server.kill_group(self.proc.pid)
+            procs.kill_group(self.proc.pid)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -176,7 +181,11 @@ class FaultProxy:
     # -- clients -------------------------------------------------------------
     def client(self, gateway=False, retries=0, **config_kwargs):
         """boto3 client through the proxy (gateway=True: the AIStore gateway).
-        retries=0 (default) makes every injected fault visible."""
+        retries=0 (default) makes every injected fault visible. Through
+        the plain proxy, the client is the upstream server's kind (an
+        AIStore's follows its 307s)."""
+        if self.server is not None and not gateway:
+            return self.server.client(endpoint=self.endpoint, retries=retries, **config_kwargs)
         import boto3
         from botocore.config import Config
 

@@ -63,7 +63,7 @@ import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from . import s3server, servers
+from . import procs, servers
 from .omtools import BUILD_DIR
 
 OBJMOUNT = os.path.join(BUILD_DIR, "objmount")
@@ -146,7 +146,7 @@ def _set_pdeathsig():
     dispositions of the signals the tests send. A suite started in the
     background (`cmd &`, nohup) inherits SIGINT and SIGHUP ignored, and
     libfuse leaves ignored signals alone, so signal tests would hang."""
-    s3server._set_pdeathsig()
+    procs.set_pdeathsig()
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
 
@@ -258,9 +258,7 @@ class Mount:
 
     # -- command line -------------------------------------------------------
     def source(self):
-        if self.prefix is None:
-            return self.bucket
-        return "%s:%s" % (self.bucket, self.prefix)
+        return servers.mount_source(self.bucket, self.prefix)
 
     def options(self):
         o = "endpoint=" + self.endpoint
@@ -616,8 +614,8 @@ def seed(s3client, bucket, objects, threads=8):
     """Upload {key: bytes} in parallel with boto3. A set-up of at least
     STORE_DIRECTLY objects for a server this process started (the client's
     endpoint is the server's, not a proxy's) is written into the server's
-    store instead (S3Server/SwiftServer.store_objects: s3rver's directory,
-    Swift's object server): the listing tests' thousands of small objects
+    store instead (the server's store_objects: versitygw's directory,
+    Swift's object server, AIStore's native API): the listing tests' thousands of small objects
     cost seconds, not minutes, of the test command's two cores. What they
     test is the mount; the signed PUT path keeps its own tests."""
     server = servers.live_server(s3client.meta.endpoint_url)

@@ -5,10 +5,10 @@ import subprocess
 
 import pytest
 
-from . import s3server, servers
+from . import procs, servers
 
 BUILD_DIR = os.environ.get("OBJMOUNT_BUILD_DIR",
-                           os.path.join(s3server.REPO_ROOT, "build"))
+                           os.path.join(procs.REPO_ROOT, "build"))
 
 
 def tool(name):

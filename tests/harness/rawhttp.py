@@ -8,7 +8,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from . import s3server, servers
+from . import procs, servers
 
 
 class _Signer(S3SigV4Auth):
@@ -21,7 +21,7 @@ class _Signer(S3SigV4Auth):
 
 
 def sign_headers(method, url, body=b"", headers=None, payload_hash=None,
-                 access_key=None, secret_key=None, region=s3server.REGION):
+                 access_key=None, secret_key=None, region="us-east-1"):
     """Headers (dict) for a SigV4-signed request to url (path already encoded);
     the selected test server's keys unless given."""
     access_key = access_key if access_key is not None else servers.access_key()

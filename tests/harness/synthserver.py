@@ -24,7 +24,7 @@ import subprocess
 import sys
 import urllib.request
 
-from .s3server import _set_pdeathsig
+from .procs import set_pdeathsig as _set_pdeathsig
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO_ROOT, "tools", "synthbucket.py")

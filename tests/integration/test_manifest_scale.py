@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
 
 # a synthetic server, not the selected one: run in the s3rver pass only
-pytestmark = pytest.mark.server_independent
 
 KEYS = 1_000_000
 LAYOUT = dict(fanout=32, per_dir=1000, size=2000)

@@ -86,7 +86,6 @@ def synth_mount(million, cache_dir):
         yield make
 
 
-@pytest.mark.server_independent
 def test_find_over_a_million_keys_stays_in_budget_and_answers_right_after(million,
                                                                           synth_mount):
     m = synth_mount("profile=training,ro,metadata_memory=64M")

@@ -109,7 +109,6 @@ def dpkg_field(deb, field):
                           check=True).stdout.strip()
 
 
-@pytest.mark.server_independent
 def test_package_contents_and_dependencies(deb):
     files = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True,
                            check=True).stdout
@@ -129,7 +128,6 @@ def test_package_contents_and_dependencies(deb):
     assert dpkg_field(deb, "Package") == "objmount"
 
 
-@pytest.mark.server_independent
 @pytest.mark.skipif(not shutil.which("lintian"), reason="lintian not installed")
 def test_lintian_finds_no_error_or_warning(deb):
     r = subprocess.run(["lintian", "--fail-on", "error,warning", deb], capture_output=True,
@@ -227,7 +225,6 @@ def test_installed_package_mounts_with_mount_t_and_fstab(unpacked, s3server, s3c
     assert mine[str(m2)]["prefix"].strip("/") == "train" and mine[str(m2)]["read_only"], mine
 
 
-@pytest.mark.server_independent
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
 def test_installed_unit_verifies_and_completion_loads(unpacked):
     script = textwrap.dedent("""\

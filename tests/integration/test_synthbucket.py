@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
 
 # a synthetic server, not the selected one: run in the s3rver pass only
-pytestmark = pytest.mark.server_independent
 
 KEYS = 20000
 LAYOUT = dict(fanout=8, per_dir=500, size=3000)

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torchvision")
 
-from harness.s3server import REPO_ROOT  # noqa: E402
+from harness.procs import REPO_ROOT  # noqa: E402
 
 DEMO = [sys.executable, os.path.join(REPO_ROOT, "tools", "demo.py"), "--classes", "2",
         "--per-class", "8"]
