@@ -153,7 +153,7 @@ static void detach_stdio(void)
 struct probe {
     struct om_client client;
     long skew;
-    struct om_s3_error e;
+    struct om_store_error e;
     const struct om_config *cfg;
     struct om_list_seed *seed; /* the root's first page, for the namespace */
     bool complete;
@@ -167,7 +167,7 @@ static int probe_run(void *p)
 {
     struct probe *pr = p;
     pr->taken_ms = om_now_ms();
-    return om_s3_check_listing(pr->client.s3, pr->cfg->prefix, pr->seed ? om_list_seed_add : NULL,
+    return om_store_check_listing(pr->client.store, pr->cfg->prefix, pr->seed ? om_list_seed_add : NULL,
                                pr->seed, &pr->complete, &pr->skew, &pr->e);
 }
 
@@ -217,7 +217,7 @@ static int check_bucket(struct om_config *cfg, struct om_list_seed **seed, uint6
                   ep, (double)cfg->mount_timeout_ms / 1000.0, b);
         return -ETIMEDOUT;
     }
-    struct om_s3_error e = pr->e;
+    struct om_store_error e = pr->e;
     long skew = pr->skew;
     if (run) {
         fail_line("cannot check bucket '%s': %s", b, strerror(-run));

@@ -15,10 +15,11 @@ root=$(cd "$here/.." && pwd)
 
 # Build: compiler, meson, the libraries objmount links.
 build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
-            libxml2-dev check)
+            libxml2-dev libxxhash-dev libjansson-dev check)
 # Tests: the S3 server runs on Node.js; data is seeded and checked with boto3;
 # tree tools and s3fs-fuse check compatibility; the loaders are Debian's.
 test_pkgs=(python3 python3-boto3 python3-pytest python3-pytest-xdist curl psmisc rsync git s3fs
+           iproute2  # AIStore's intra-cluster address on the loopback device
            python3-pil python3-numpy python3-h5py python3-torch python3-torchvision
            dpkg-dev debhelper lintian systemd man-db  # the Debian package test
            gdb)  # the threads of a daemon that hangs, in the failure report

@@ -4,8 +4,10 @@
 #   tools/layers.sh [BUILD_DIR]        BUILD_DIR defaults to ./build, built
 #
 # (a) every call and every #include that goes from a lower layer to a higher
-#     one ("upward"), and (b) every circle between files: A uses something
-#     defined in B and B (directly or through others) uses something in A.
+#     one ("upward"), (b) every circle between files: A uses something
+#     defined in B and B (directly or through others) uses something in A,
+#     and (c) every om_s3_*/om_ais_* symbol used, or backend header
+#     included, above src/store/ (only the store names its backends).
 # Prints each violation and exits 1 if there is any; prints one line
 # "layers: N files, no upward calls, no circles" and exits 0 when clean.
 #
@@ -37,7 +39,7 @@ import json, os, re, subprocess, sys
 
 # Top layer first. "tools" are the other programs (objmountctl, om-s3, ...),
 # "main" is src/main.c; every other name is a folder of src/.
-LAYERS = ["tools", "main", "fuse", "ctl", "conf", "read", "ns", "write", "cache", "s3",
+LAYERS = ["tools", "main", "fuse", "ctl", "conf", "read", "ns", "write", "cache", "store",
           "http", "base"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
@@ -171,6 +173,20 @@ for (a, b), what in sorted(edges.items()):
         problems.append("upward %s: %s (%s) -> %s (%s): %s" %
                         (kind, a, la, b, lb, ", ".join(sorted(what))))
 
+# ---- (c) backends: only the store names a backend. Above src/store/ nothing
+# calls an om_s3_* or om_ais_* symbol or includes a backend's header; the
+# layers above go through om_store_* (curl's vtls rule).
+BACKEND_PREFIXES = ("om_s3_", "om_ais_")
+BACKEND_HEADERS = ("s3.h", "ais.h", "xml.h", "sigv4.h")
+for (a, b), what in sorted(edges.items()):
+    if layer(a) == "store" or layer(b) != "store":
+        continue
+    named = sorted(w for w in what if w.startswith(BACKEND_PREFIXES) or
+                   (w.startswith("#include") and w.split("/")[-1].rstrip('"') in BACKEND_HEADERS))
+    if named:
+        problems.append("backend named above the store: %s (%s) -> %s: %s (use om_store_*)" %
+                        (a, layer(a), b, ", ".join(named)))
+
 # ---- (b) circles: strongly connected components of the file graph (Tarjan)
 succ = {}
 for (a, b) in edges:
@@ -224,8 +240,10 @@ for p in problems:
     print(p)
 if problems:
     ups = sum(p.startswith("upward") for p in problems)
-    print("layers: %d upward, %d circles, %d unplaced (doc/architecture.md)" %
-          (ups, len(sccs), len(problems) - ups - len(sccs)))
+    named = sum(p.startswith("backend named") for p in problems)
+    print("layers: %d upward, %d circles, %d backends named above the store, %d unplaced "
+          "(doc/architecture.md)" % (ups, len(sccs), named, len(problems) - ups - named - len(sccs)))
     sys.exit(1)
-print("layers: %d files, no upward calls, no circles" % len(files))
+print("layers: %d files, no upward calls, no circles, no backend named above the store"
+      % len(files))
 EOF

@@ -404,8 +404,8 @@ static int on_upload(void *ud, const struct om_upload_entry *e)
         printf("%s\t%s\t%s\t%s\n", e->key, e->upload_id, when, age);
         return 0;
     }
-    struct om_s3_error err;
-    int rc = om_s3_mpu_abort(f->c->s3, e->key, e->upload_id, &err);
+    struct om_store_error err;
+    int rc = om_store_mpu_abort(f->c->store, e->key, e->upload_id, &err);
     if (rc && rc != -ENOENT) {
         fprintf(stderr, "objmountctl: abort %s %s: %s (%s)\n", e->key, e->upload_id, strerror(-rc),
                 err.code);
@@ -436,8 +436,8 @@ static int cmd_uploads(struct om_config *cfg, bool abort, const char *older, con
     if (om_client_open(&c, cfg, err, sizeof(err)))
         return ctl_fail("%s", err);
     f.c = &c;
-    struct om_s3_error e;
-    int rc = om_s3_mpu_list(c.s3, NULL, on_upload, &f, &e);
+    struct om_store_error e;
+    int rc = om_store_mpu_list(c.store, NULL, on_upload, &f, &e);
     om_client_close(&c);
     if (rc)
         return ctl_fail("listing uploads of %s: %s (%s %s)", cfg->bucket, strerror(-rc), e.code,
@@ -522,9 +522,9 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
     if (!force) {
         /* a HEAD, then the upload: what changes in between is not seen
          * (doc/decisions.md, "recover push") */
-        struct om_s3_object o;
-        struct om_s3_error e;
-        int rc = om_s3_head(cl.s3, s.key, &o, &e);
+        struct om_object o;
+        struct om_store_error e;
+        int rc = om_store_head(cl.store, s.key, &o, &e);
         enum om_sidecar_base b = om_sidecar_base_check(&s, rc == 0, rc == 0 ? o.etag : "");
         if (rc && rc != -ENOENT)
             status = ctl_fail("%s: cannot tell whether %s/%s changed since it was staged: %s (kept; "
@@ -552,7 +552,7 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
                                        .upload_retry_ms = cfg->upload_retry_delay_ms,
                                        .verify_read = true,
                                        .max_parts_in_flight = 8};
-        struct om_writers *ws = om_writers_new(cl.s3, &wc, err, sizeof(err));
+        struct om_writers *ws = om_writers_new(cl.store, &wc, err, sizeof(err));
         struct om_file_meta meta = {.has_mode = s.has_mode, .mode = s.mode};
         int rc = ws ? om_writer_push_file(ws, data, s.key, &meta, err, sizeof(err)) : -EIO;
         om_writers_free(ws);
@@ -1026,19 +1026,19 @@ static bool tcp_reachable(const char *host, int port, char *msg, size_t n)
 
 /* One request of the doctor's, run with a bound. */
 struct doctor_call {
-    struct om_s3 *s3;
+    struct om_store *store;
     bool head; /* a HEAD of the probe key, else a bucket check */
     long skew;
-    struct om_s3_object o;
-    struct om_s3_error e;
+    struct om_object o;
+    struct om_store_error e;
 };
 
 static int doctor_call_run(void *p)
 {
     struct doctor_call *c = p;
     if (c->head)
-        return om_s3_head(c->s3, ".objmount-doctor-probe", &c->o, &c->e);
-    return om_s3_check_bucket(c->s3, &c->skew, &c->e);
+        return om_store_head(c->store, ".objmount-doctor-probe", &c->o, &c->e);
+    return om_store_check_bucket(c->store, &c->skew, &c->e);
 }
 
 /* Run one call within timeout_s. On a timeout the step fails and the doctor
@@ -1153,10 +1153,10 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
         om_client_close(&c);
         return 1;
     }
-    struct doctor_call call = {.s3 = c.s3};
+    struct doctor_call call = {.store = c.store};
     rc = doctor_bounded(&call, "bucket listing", cfg->endpoint, timeout_s);
     long skew = call.skew;
-    struct om_s3_error e = call.e;
+    struct om_store_error e = call.e;
     if (u.https) {
         bool tls_ok = !(rc == -EIO && strstr(e.message, "SSL"));
         snprintf(line, sizeof(line), "TLS certificate verified%s%s", tls_ok ? "" : ": ",
@@ -1186,14 +1186,14 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
            rc == -ENOENT ? "check the bucket name, and path_style/virtual_host for this endpoint"
            : rc == -EACCES ? "fix the credentials (see above)"
                            : "see the error above");
-    /* the other addressing style, for a hint */
-    struct om_config alt = *cfg;
-    struct om_s3_config sc;
-    om_config_s3(&alt, &sc);
+    /* the other addressing style, for a hint (S3 only) */
+    struct om_store_config sc;
+    om_config_store(cfg, &sc);
     sc.addressing = cfg->addressing == OM_ADDR_VHOST ? OM_ADDR_PATH : OM_ADDR_VHOST;
-    struct om_s3 *other = om_s3_new(c.http, &sc, &c.creds, err, sizeof(err));
+    struct om_store *other =
+        sc.kind == OM_STORE_S3 ? om_store_new(c.http, &sc, &c.creds, err, sizeof(err)) : NULL;
     if (other) {
-        struct doctor_call alt_call = {.s3 = other};
+        struct doctor_call alt_call = {.store = other};
         int rc2 = doctor_bounded(&alt_call, "listing with the other addressing style",
                                  cfg->endpoint, timeout_s);
         const char *mine = sc.addressing == OM_ADDR_VHOST ? "path-style" : "virtual-host";
@@ -1208,10 +1208,10 @@ static int cmd_doctor(struct om_config *cfg, int timeout_s)
                    sc.addressing == OM_ADDR_VHOST ? "mount with -o virtual_host"
                                                   : "mount with -o path_style");
         }
-        om_s3_free(other);
+        om_store_free(other);
     }
     /* object requests: AIStore redirects those, not listings */
-    struct doctor_call head = {.s3 = c.s3, .head = true};
+    struct doctor_call head = {.store = c.store, .head = true};
     doctor_bounded(&head, "object request", cfg->endpoint, timeout_s);
     struct om_http_stats st;
     om_http_get_stats(c.http, &st);

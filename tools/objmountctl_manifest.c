@@ -58,7 +58,7 @@ static void keys_free(struct keys *k)
 }
 
 struct build {
-    struct om_s3 *s3;
+    struct om_store *store;
     pthread_mutex_t lock;
     struct keys keys; /* every object found */
     char **prefixes;  /* common prefixes of the first level */
@@ -68,7 +68,7 @@ struct build {
     uint64_t found; /* keys listed so far */
     int error;
     char what[1200]; /* the failed listing */
-    struct om_s3_error err;
+    struct om_store_error err;
 };
 
 struct page_sink {
@@ -109,9 +109,9 @@ static int on_page(void *ud)
 static int list_prefix(struct build *b, const char *prefix, const char *delimiter,
                        struct page_sink *sink)
 {
-    struct om_s3_error err = {0};
+    struct om_store_error err = {0};
     sink->counted = sink->keys->n;
-    int rc = om_s3_list_pages(b->s3, prefix, delimiter, on_entry, sink, on_page, &err);
+    int rc = om_store_list_pages(b->store, prefix, delimiter, on_entry, sink, on_page, &err);
     pthread_mutex_lock(&b->lock);
     if (rc && !b->error) {
         b->error = rc;
@@ -253,7 +253,7 @@ static int manifest_build(struct om_config *cfg, int threads, const char *output
     char err[512];
     if (om_client_open(&c, cfg, err, sizeof(err)))
         return ctl_fail("%s", err);
-    struct build b = {.s3 = c.s3};
+    struct build b = {.store = c.store};
     pthread_mutex_init(&b.lock, NULL);
     uint64_t start = om_now_ms();
     /* the first level: its objects, and the prefixes listed in parallel */

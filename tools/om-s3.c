@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,7 +43,7 @@ static const char usage[] =
 
 static struct om_client client;
 
-static int fail(const char *op, const char *key, int rc, const struct om_s3_error *err)
+static int fail(const char *op, const char *key, int rc, const struct om_store_error *err)
 {
     fprintf(stderr, "om-s3: %s %s: %s", op, key ? key : "", strerror(-rc));
     if (err && (err->status || err->code[0] || err->message[0]))
@@ -55,8 +56,8 @@ static int fail(const char *op, const char *key, int rc, const struct om_s3_erro
 static int cmd_check(void)
 {
     long skew = 0;
-    struct om_s3_error err;
-    int rc = om_s3_check_bucket(client.s3, &skew, &err);
+    struct om_store_error err;
+    int rc = om_store_check_bucket(client.store, &skew, &err);
     if (rc)
         return fail("check", client.cfg->bucket, rc, &err);
     printf("ok skew=%ld\n", skew);
@@ -65,9 +66,9 @@ static int cmd_check(void)
 
 static int cmd_head(const char *key)
 {
-    struct om_s3_object o;
-    struct om_s3_error err;
-    int rc = om_s3_head(client.s3, key, &o, &err);
+    struct om_object o;
+    struct om_store_error err;
+    int rc = om_store_head(client.store, key, &o, &err);
     if (rc)
         return fail("head", key, rc, &err);
     printf("size=%" PRIu64 " etag=%s mtime=%ld content_type=%s", o.size, o.etag, (long)o.mtime,
@@ -102,10 +103,10 @@ static int write_all(int fd, const char *p, size_t n)
 static int cmd_get(const char *key, uint64_t off, uint64_t len, bool ranged, const char *if_match,
                    const char *out)
 {
-    struct om_s3_object o;
-    struct om_s3_error err;
+    struct om_object o;
+    struct om_store_error err;
     if (!ranged) {
-        int rc = om_s3_head(client.s3, key, &o, &err);
+        int rc = om_store_head(client.store, key, &o, &err);
         if (rc)
             return fail("head", key, rc, &err);
         off = 0;
@@ -123,7 +124,7 @@ static int cmd_get(const char *key, uint64_t off, uint64_t len, bool ranged, con
     int status = 0;
     while (len > 0) {
         uint64_t want = len < CHUNK ? len : CHUNK;
-        ssize_t got = om_s3_get_range(client.s3, key, off, want, if_match, buf, &o, &err);
+        ssize_t got = om_store_get_range(client.store, key, off, want, if_match, buf, &o, &err);
         if (got < 0) {
             status = fail("get", key, (int)got, &err);
             break;
@@ -144,17 +145,25 @@ static int cmd_get(const char *key, uint64_t off, uint64_t len, bool ranged, con
     return status;
 }
 
-static int add_meta(struct om_header_list *meta, const char *spec)
+/* mode=N (decimal st_mode, as s3fs writes it), uid=N, gid=N or mtime=SECONDS */
+static int add_meta(struct om_file_meta *meta, const char *spec)
 {
     const char *eq = strchr(spec, '=');
-    if (!eq)
+    uint64_t v;
+    if (!eq || om_parse_uint(eq + 1, UINT32_MAX, &v))
         return -EINVAL;
-    char *name = NULL;
-    if (asprintf(&name, "x-amz-meta-%.*s", (int)(eq - spec), spec) < 0)
-        return -ENOMEM;
-    int rc = om_headers_add(meta, name, eq + 1);
-    free(name);
-    return rc;
+    size_t n = (size_t)(eq - spec);
+    if (n == 4 && strncmp(spec, "mode", 4) == 0)
+        meta->has_mode = true, meta->mode = (mode_t)v;
+    else if (n == 3 && strncmp(spec, "uid", 3) == 0)
+        meta->has_uid = true, meta->uid = (uid_t)v;
+    else if (n == 3 && strncmp(spec, "gid", 3) == 0)
+        meta->has_gid = true, meta->gid = (gid_t)v;
+    else if (n == 5 && strncmp(spec, "mtime", 5) == 0)
+        meta->has_mtime = true, meta->mtime.tv_sec = (time_t)v;
+    else
+        return -EINVAL;
+    return 0;
 }
 
 static int open_file(const char *path, uint64_t *size)
@@ -171,7 +180,7 @@ static int open_file(const char *path, uint64_t *size)
     return fd;
 }
 
-static int cmd_put(const char *key, const char *path, struct om_header_list *meta)
+static int cmd_put(const char *key, const char *path, const struct om_file_meta *meta)
 {
     uint64_t size;
     int fd = open_file(path, &size);
@@ -184,16 +193,23 @@ static int cmd_put(const char *key, const char *path, struct om_header_list *met
         return fail("md5", path, rc, NULL);
     }
     struct om_http_body body = {.kind = OM_BODY_FD, .fd = fd, .off = 0, .len = size};
-    struct om_s3_put_opts opts = {.meta = meta};
-    char etag[OM_ETAG_MAX];
-    struct om_s3_error err;
-    rc = om_s3_put(client.s3, key, &body, md5, &opts, etag, &err);
+    struct om_put_opts opts = {.meta = meta};
+    struct om_object stored = {0};
+    struct om_store_error err;
+    rc = om_store_put(client.store, key, &body, md5, &opts, &stored, &err);
     close(fd);
     if (rc)
         return fail("put", key, rc, &err);
     char hex[33];
     om_hex(md5, OM_MD5_LEN, hex);
-    printf("etag=%s md5=%s\n", etag, hex);
+    if (stored.sum.type == OM_SUM_MD5 && strcmp(stored.sum.hex, hex) != 0) {
+        /* a protocol tool says what the server answered; the mount reads
+         * such an object back before it believes either */
+        snprintf(err.message, sizeof(err.message), "server ETag %s differs from the MD5 sent %s",
+                 stored.etag, hex);
+        return fail("put", key, -EBADMSG, &err);
+    }
+    printf("etag=%s md5=%s\n", stored.etag, hex);
     return 0;
 }
 
@@ -203,7 +219,7 @@ struct mpu_state {
     int inflight;
 };
 
-static void part_done(struct om_s3_part_put *p)
+static void part_done(struct om_store_part_put *p)
 {
     struct mpu_state *st = p->ud;
     pthread_mutex_lock(&st->lock);
@@ -219,26 +235,27 @@ static int cmd_mpu(const char *key, const char *path, uint64_t part_size)
     if (fd < 0)
         return 1;
     int nparts = size == 0 ? 1 : (int)((size + part_size - 1) / part_size);
-    if (nparts > OM_S3_MAX_PARTS) {
+    int max_parts = om_store_caps(client.store)->max_parts;
+    if (nparts > max_parts) {
         close(fd);
-        fprintf(stderr, "om-s3: %d parts is more than %d\n", nparts, OM_S3_MAX_PARTS);
+        fprintf(stderr, "om-s3: %d parts is more than %d\n", nparts, max_parts);
         return 1;
     }
-    struct om_s3_error err;
+    struct om_store_error err;
     char *upload_id = NULL;
-    int rc = om_s3_mpu_create(client.s3, key, NULL, &upload_id, &err);
+    int rc = om_store_mpu_create(client.store, key, NULL, &upload_id, &err);
     if (rc) {
         close(fd);
         return fail("create-multipart", key, rc, &err);
     }
-    struct om_s3_part_put *parts = calloc((size_t)nparts, sizeof(*parts));
+    struct om_store_part_put *parts = calloc((size_t)nparts, sizeof(*parts));
     unsigned char (*md5s)[OM_MD5_LEN] = calloc((size_t)nparts, OM_MD5_LEN);
-    struct om_s3_part *done = calloc((size_t)nparts, sizeof(*done));
+    struct om_store_part *done = calloc((size_t)nparts, sizeof(*done));
     struct mpu_state st = {.inflight = 0};
     pthread_mutex_init(&st.lock, NULL);
     pthread_cond_init(&st.cond, NULL);
     for (int i = 0; i < nparts && rc == 0; i++) {
-        struct om_s3_part_put *p = &parts[i];
+        struct om_store_part_put *p = &parts[i];
         uint64_t off = (uint64_t)i * part_size;
         uint64_t len = OM_MIN(part_size, size - off);
         p->key = key;
@@ -255,7 +272,7 @@ static int cmd_mpu(const char *key, const char *path, uint64_t part_size)
         if (!rc)
             st.inflight++;
         pthread_mutex_unlock(&st.lock);
-        if (!rc && (rc = om_s3_part_submit(client.s3, p)) != 0) {
+        if (!rc && (rc = om_store_part_submit(client.store, p)) != 0) {
             pthread_mutex_lock(&st.lock);
             st.inflight--;
             pthread_mutex_unlock(&st.lock);
@@ -271,22 +288,32 @@ static int cmd_mpu(const char *key, const char *path, uint64_t part_size)
             status = fail("upload-part", key, rc ? rc : parts[i].error, rc ? NULL : &parts[i].err);
             break;
         }
+        char hex[2 * OM_MD5_LEN + 1];
+        om_hex(parts[i].md5, OM_MD5_LEN, hex);
+        if (strlen(parts[i].etag) == 32 && strcasecmp(parts[i].etag, hex) != 0) {
+            /* the tool says what the server answered, whatever it learned */
+            snprintf(err.message, sizeof(err.message),
+                     "part %d: server ETag %s differs from the MD5 sent %s", parts[i].number,
+                     parts[i].etag, hex);
+            status = fail("upload-part", key, -EBADMSG, &err);
+            break;
+        }
         done[i].number = parts[i].number;
         memcpy(done[i].etag, parts[i].etag, OM_ETAG_MAX);
     }
     char etag[OM_ETAG_MAX] = "";
     if (status == 0) {
-        rc = om_s3_mpu_complete(client.s3, key, upload_id, done, nparts, etag, &err);
+        rc = om_store_mpu_complete(client.store, key, upload_id, done, nparts, etag, &err);
         if (rc)
             status = fail("complete-multipart", key, rc, &err);
     }
     if (status) {
-        om_s3_mpu_abort(client.s3, key, upload_id, NULL);
+        om_store_mpu_abort(client.store, key, upload_id, NULL);
     } else {
-        char expect[OM_ETAG_MAX];
-        om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, nparts, expect);
-        printf("etag=%s multipart_etag=%s parts=%d upload_id=%s\n", etag, expect, nparts,
-               upload_id);
+        struct om_sum expect;
+        om_sum_of_parts((const unsigned char(*)[OM_MD5_LEN])md5s, nparts, &expect);
+        printf("etag=%s multipart_etag=%s-%d parts=%d upload_id=%s\n", etag, expect.hex, nparts,
+               nparts, upload_id);
     }
     free(parts);
     free(md5s);
@@ -306,18 +333,18 @@ static int print_entry(void *ud, const struct om_list_entry *e)
     return 0;
 }
 
-static int cmd_list(struct om_s3_list_params *p, bool all)
+static int cmd_list(struct om_list_params *p, bool all)
 {
-    struct om_s3_error err;
+    struct om_store_error err;
     int rc;
     if (all) {
-        rc = om_s3_list_all(client.s3, p->prefix, p->delimiter, print_entry, NULL, &err);
+        rc = om_store_list_all(client.store, p->prefix, p->delimiter, print_entry, NULL, &err);
         if (rc)
             return fail("list", p->prefix, rc, &err);
         return 0;
     }
     char *next = NULL;
-    rc = om_s3_list_page(client.s3, p, print_entry, NULL, &next, &err);
+    rc = om_store_list_page(client.store, p, print_entry, NULL, &next, &err);
     if (rc)
         return fail("list", p->prefix, rc, &err);
     if (next)
@@ -352,8 +379,8 @@ int main(int argc, char **argv)
     char err[512];
     bool stats = false, all = false;
     const char *if_match = NULL, *out = NULL;
-    struct om_s3_list_params lp = {0};
-    struct om_header_list meta = {0};
+    struct om_list_params lp = {0};
+    struct om_file_meta meta = {0};
     enum { O_STATS = 256, O_IFMATCH, O_PREFIX, O_DELIM, O_START, O_MAXKEYS, O_TOKEN, O_ALL, O_META };
     static const struct option longopts[] = {
         {"stats", no_argument, NULL, O_STATS},
@@ -466,23 +493,26 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "list") == 0 && na == 0) {
         status = cmd_list(&lp, all);
     } else if (strcmp(cmd, "uploads") == 0 && na == 0) {
-        struct om_s3_error e;
-        rc = om_s3_mpu_list(client.s3, lp.prefix, print_upload, NULL, &e);
+        struct om_store_error e;
+        rc = om_store_mpu_list(client.store, lp.prefix, print_upload, NULL, &e);
         status = rc ? fail("uploads", lp.prefix, rc, &e) : 0;
     } else if (strcmp(cmd, "abort") == 0 && na == 2) {
-        struct om_s3_error e;
-        rc = om_s3_mpu_abort(client.s3, args[0], args[1], &e);
+        struct om_store_error e;
+        rc = om_store_mpu_abort(client.store, args[0], args[1], &e);
         status = rc ? fail("abort", args[0], rc, &e) : 0;
     } else if (strcmp(cmd, "copy") == 0 && na == 2) {
-        struct om_s3_error e;
+        struct om_store_error e;
         char etag[OM_ETAG_MAX];
-        rc = om_s3_copy(client.s3, args[0], args[1], NULL, NULL, etag, &e);
+        struct om_object src;
+        rc = om_store_head(client.store, args[0], &src, &e);
+        if (!rc)
+            rc = om_store_copy(client.store, args[0], &src, args[1], NULL, etag, &e);
         status = rc ? fail("copy", args[0], rc, &e) : 0;
         if (!rc)
             printf("etag=%s\n", etag);
     } else if (strcmp(cmd, "delete") == 0 && na == 1) {
-        struct om_s3_error e;
-        rc = om_s3_delete(client.s3, args[0], &e);
+        struct om_store_error e;
+        rc = om_store_delete(client.store, args[0], &e);
         status = rc ? fail("delete", args[0], rc, &e) : 0;
     } else {
         fputs(usage, stderr);
@@ -491,7 +521,6 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (stats)
         print_stats();
-    om_headers_free(&meta);
     om_client_close(&client);
     om_config_free(&cfg);
     return status;

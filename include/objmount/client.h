@@ -1,5 +1,5 @@
 /* Everything needed to talk to one bucket, built from a configuration:
- * credentials resolved, environment applied, engine started, S3 client made.
+ * credentials resolved, environment applied, engine started, store made.
  * Used by the daemon and the tools alike. */
 #ifndef OBJMOUNT_CLIENT_H
 #define OBJMOUNT_CLIENT_H
@@ -9,17 +9,17 @@
 #include "objmount/config.h"
 #include "objmount/creds.h"
 #include "objmount/http.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 struct om_client {
     struct om_config *cfg; /* borrowed; finalized by om_client_open */
     struct om_creds creds;
     struct om_http *http;
-    struct om_s3 *s3;
+    struct om_store *store;
 };
 
-/* Resolve credentials, finalize cfg, start the engine and build the S3
- * client. cfg->bucket must be set. Returns 0, or a negative errno with one
+/* Resolve credentials, finalize cfg, start the engine and build the
+ * store (S3, or AIStore's native API for ais://). cfg->bucket must be set. Returns 0, or a negative errno with one
  * human sentence in err (nothing is left running). */
 int om_client_open(struct om_client *c, struct om_config *cfg, char *err, size_t errlen);
 void om_client_close(struct om_client *c);

@@ -14,10 +14,11 @@
 #include "objmount/creds.h"
 #include "objmount/http.h"
 #include "objmount/log.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 struct om_config {
     /* what to mount */
+    enum om_store_kind store_kind; /* S3, or ais:// (AIStore's native API) */
     char *bucket;
     char *prefix; /* "" or ending in '/' */
     char *mountpoint;
@@ -87,10 +88,11 @@ struct om_config {
     uint64_t min_free_space; /* 0 = min(1 GiB, 2% of the cache filesystem) */
     uint64_t upload_retries;
     uint64_t upload_retry_delay_ms;
-    char *verify; /* "etag" or "read" */
+    char *verify; /* "digest" (or its old name "etag"), "read" or "size" */
     bool no_overwrite;
     uint64_t parts_in_flight;
     uint64_t max_rename_keys;
+    uint64_t copy_limit; /* largest single server-side copy; 0 = the store's */
 
     /* start and stop */
     uint64_t mount_timeout_ms; /* bound on the bucket check before mounting */
@@ -113,7 +115,9 @@ int om_config_metadata_memory(const char *value, uint64_t ram, uint64_t *out);
 void om_config_init(struct om_config *cfg);
 void om_config_free(struct om_config *cfg);
 
-/* "BUCKET", "BUCKET:PREFIX" or "BUCKET:/PREFIX" (fstab style). */
+/* "BUCKET", "BUCKET:PREFIX" or "BUCKET:/PREFIX" (fstab style); with
+ * "ais://" before BUCKET, AIStore's native API (and "ais://BUCKET/PREFIX",
+ * as AIStore's own tools write it). */
 int om_config_set_source(struct om_config *cfg, const char *source, char *err, size_t errlen);
 
 /* Apply one option; value is NULL for a bare flag. Returns 0, -EINVAL (bad
@@ -127,14 +131,15 @@ int om_config_parse_opts(struct om_config *cfg, const char *opts, char *err, siz
 /* Fill what options left open from the environment and the AWS profile hints
  * in creds (may be NULL), then check the whole. Endpoint: option,
  * AWS_ENDPOINT_URL, AIS_ENDPOINT (+"/s3" when it has no path), profile
- * endpoint_url, else AWS's regional endpoint. Region: option, AWS_REGION,
+ * endpoint_url, else AWS's regional endpoint; for ais://: option, else
+ * AIS_ENDPOINT (the cluster's root, where its native API lives). Region: option, AWS_REGION,
  * AWS_DEFAULT_REGION, profile, "us-east-1". CA bundle: option, else
  * AWS_CA_BUNDLE, used for https endpoints only. */
 int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
                        size_t errlen);
 
 void om_config_http(const struct om_config *cfg, struct om_http_config *out);
-void om_config_s3(const struct om_config *cfg, struct om_s3_config *out);
+void om_config_store(const struct om_config *cfg, struct om_store_config *out);
 void om_config_creds_options(const struct om_config *cfg, struct om_creds_options *out);
 
 /* Was the option given (on the command line or in fstab)? */

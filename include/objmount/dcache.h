@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "objmount/digest.h"
+
 #define OM_DCACHE_BLOCK (1024ULL * 1024)
 
 struct om_dcache_config {
@@ -154,8 +156,5 @@ struct om_dcache_stats {
     bool storing;       /* false once a disk failure turned storing off */
 };
 void om_dcache_get_stats(struct om_dcache *dc, struct om_dcache_stats *out);
-
-/* CRC32C (Castagnoli), with SSE4.2 when the CPU has it. */
-uint32_t om_crc32c(uint32_t crc, const void *data, size_t len);
 
 #endif

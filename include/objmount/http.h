@@ -89,7 +89,7 @@ struct om_http_sink {
 
 struct om_http_req;
 
-/* Protocol hooks supplied by the S3 layer. */
+/* Protocol hooks supplied by the store's backends. */
 struct om_http_hooks {
     /* Append the authentication headers for one attempt of req going to url. */
     int (*sign)(void *ud, const struct om_http_req *req, const char *url,
@@ -98,9 +98,11 @@ struct om_http_hooks {
      * 400). Update signing state and, if needed, *url (free the old one).
      * Return 0 to retry at once, negative errno to fail the request. May be NULL. */
     int (*region_redirect)(void *ud, struct om_http_req *req, const char *region, char **url);
-    /* Copy the error code of an error body ("SlowDown") into code; return
-     * 0 when found. May be NULL. */
-    int (*error_code)(void *ud, const char *body, size_t len, char *code, size_t codelen);
+    /* Copy the error code of an error body ("SlowDown") into code and say
+     * whether it names a passing condition worth a retry (*transient);
+     * return 0 when found. May be NULL. */
+    int (*error_code)(void *ud, const char *body, size_t len, char *code, size_t codelen,
+                      bool *transient);
     void *ud;
 };
 

@@ -9,9 +9,10 @@
 #include <stdint.h>
 
 /* Retry policy: is this outcome worth another attempt? curl_code is a
- * CURLcode (0 = transfer completed), status the HTTP status, s3_code the
- * error code from the body, "" or NULL. */
-bool om_http_retryable(int curl_code, long status, const char *s3_code, bool idempotent,
+ * CURLcode (0 = transfer completed), status the HTTP status, code_transient
+ * whether the store's error code names a passing condition (S3's SlowDown:
+ * the backend's error_code hook decides). */
+bool om_http_retryable(int curl_code, long status, bool code_transient, bool idempotent,
                        bool body_sent);
 /* A redirect from an https URL may only go to https. */
 bool om_http_redirect_allowed(const char *from, const char *to);
@@ -36,7 +37,7 @@ struct om_http_outcome {
     bool has_region;     /* an x-amz-bucket-region header */
     bool region_hook;    /* the request has a region_redirect hook */
     bool region_refused; /* that hook has refused the region of this response */
-    const char *s3_code; /* error code of an error body, "" or NULL when none */
+    bool code_transient; /* the error body's code names a passing condition (the hook's say) */
     long retry_after_ms; /* what Retry-After asks for, 0 when absent */
     bool idempotent;     /* the request may be repeated after its body went out */
     bool body_sent;      /* some request body bytes went out this attempt */

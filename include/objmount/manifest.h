@@ -24,8 +24,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "objmount/s3.h"
-#include "objmount/xml.h"
+#include "objmount/store.h"
+#include "objmount/store.h"
 
 #define OM_MANIFEST_VERSION 1
 #define OM_MANIFEST_BLOCK 64 /* keys per block: a whole key every 64 */
@@ -61,7 +61,7 @@ const struct om_manifest_info *om_manifest_info(const struct om_manifest *mf);
 
 /* One key: 0 and *obj filled (size, mtime, etag), or -ENOENT. -EBADMSG when
  * the body is malformed (only without the checksum). */
-int om_manifest_lookup(const struct om_manifest *mf, const char *key, struct om_s3_object *obj);
+int om_manifest_lookup(const struct om_manifest *mf, const char *key, struct om_object *obj);
 
 /* ListObjectsV2 over the manifest: keys starting with prefix (may be NULL)
  * and after start_after (may be NULL), in order; with delimiter '/', names
@@ -74,16 +74,16 @@ int om_manifest_list(const struct om_manifest *mf, const char *prefix, char deli
                      const char *start_after, size_t max, om_list_cb cb, void *ud,
                      char **next_token);
 
-/* om_manifest_list with the arguments and contract of om_s3_list_page (mf
+/* om_manifest_list with the arguments and contract of om_store_list_page (mf
  * is the struct om_manifest): the listing source of a manifest mount. */
-int om_manifest_list_page(void *mf, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                          char **next_token, struct om_s3_error *err);
+int om_manifest_list_page(void *mf, const struct om_list_params *p, om_list_cb cb, void *ud,
+                          char **next_token, struct om_store_error *err);
 
 /* ---- mounts (manifest_mount.c) ---- */
 
 struct om_manifest_mount {
     const char *spec; /* a local PATH, or "s3:KEY": a key of the mounted bucket */
-    struct om_s3 *s3; /* the mount's client, for s3:KEY */
+    struct om_store *store; /* the mount's client, for s3:KEY */
     const char *endpoint, *bucket, *prefix; /* of the mount */
     const char *cache_dir;                  /* s3:KEY is stored under cache_dir/manifests */
 };

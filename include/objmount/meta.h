@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 #define OM_ROOT_INO 1
 
@@ -50,8 +50,8 @@ struct om_meta_config {
      * bytes long with one GET of the whole object instead of a HEAD (see
      * om_readers_fetch_whole). */
     int (*fetch_whole)(void *ud, const char *key, uint64_t size, const char *listed_etag,
-                       struct om_s3_object *obj,
-                       struct om_s3_error *err);
+                       struct om_object *obj,
+                       struct om_store_error *err);
     void *fetch_ud;
     uint64_t fetch_whole_max;
     /* Bytes the namespace may hold (inodes, names, listings; 0 = no bound).
@@ -67,12 +67,12 @@ struct om_meta_config {
     int (*inval_entry)(void *ud, uint64_t parent, const char *name, size_t len);
     void *inval_ud;
     /* Optional: where listings come from instead of ListObjectsV2 (a
-     * manifest), with the contract of om_s3_list_page. With it the names and
+     * manifest), with the contract of om_store_list_page. With it the names and
      * attributes are fixed: they come from these listings only, never from
      * a HEAD or a LIST (a failed listing makes lookups in its directory
      * fail with EIO). */
-    int (*list_page)(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
-                     char **next_token, struct om_s3_error *err);
+    int (*list_page)(void *ud, const struct om_list_params *p, om_list_cb cb, void *cb_ud,
+                     char **next_token, struct om_store_error *err);
     void *list_ud;
 };
 
@@ -90,11 +90,11 @@ struct om_attr {
 struct om_meta;
 
 /* NULL on ENOMEM. s3 is borrowed. */
-struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg);
+struct om_meta *om_meta_new(struct om_store *store, const struct om_meta_config *cfg);
 void om_meta_free(struct om_meta *m);
 
 /* The first page of the root's listing, taken by the bucket check before
- * the namespace exists (om_s3_check_listing, with om_list_seed_add as its
+ * the namespace exists (om_store_check_listing, with om_list_seed_add as its
  * callback). Installed as the root's listing when it was the whole of it,
  * trusted from taken_ms for entry_timeout as any listing: the first lookup
  * or `ls` of the root after a mount needs no LIST of its own. */
@@ -142,11 +142,11 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
  * ETag, content type and s3fs metadata; key receives its key (caller
  * frees). -EISDIR for directories. */
 int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
-                   struct om_s3_object *obj);
+                   struct om_object *obj);
 
 /* A commit stored size/etag/mtime (and the metadata fields set in obj) for
  * ino. The kernel page cache now holds these bytes. */
-void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj);
+void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *obj);
 
 /* Resolve name in parent as a lookup does, without counting a kernel
  * lookup. *key receives the object key (caller frees; directories end with
@@ -186,12 +186,15 @@ int om_meta_resolve_path(struct om_meta *m, const char *path, struct om_attr *ou
 int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out);
 
 /* A directory or symlink made through the mount; counts one kernel lookup.
- * obj carries mode, owner, mtime and (symlinks) size. */
+ * obj carries mode, owner, mtime and (symlinks) size. local: nothing was
+ * stored for it (a directory on a store without directory markers): only
+ * this mount knows it, lookups answer it without asking the store, until
+ * it is removed (it exists in the store once a key is stored under it). */
 int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_dir,
-                 const struct om_s3_object *obj, struct om_attr *out);
+                 bool local, const struct om_object *obj, struct om_attr *out);
 
 /* Metadata stored on an existing directory (its marker object). */
-void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj);
+void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_object *obj);
 
 /* The target of symlink ino when known (caller frees), else NULL. */
 char *om_meta_link_target(struct om_meta *m, uint64_t ino);

@@ -22,7 +22,7 @@
 #include <sys/types.h>
 
 #include "objmount/meta.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 #include "objmount/writer.h"
 
 struct om_ns_config {
@@ -34,7 +34,7 @@ struct om_ns_config {
 struct om_ns;
 
 /* NULL on ENOMEM. Everything is borrowed; writers may be NULL (read-only). */
-struct om_ns *om_ns_new(struct om_s3 *s3, struct om_meta *meta, struct om_writers *writers,
+struct om_ns *om_ns_new(struct om_store *store, struct om_meta *meta, struct om_writers *writers,
                         const struct om_ns_config *cfg);
 void om_ns_free(struct om_ns *ns);
 

@@ -14,7 +14,7 @@
 
 #define OM_PARTS_PER_TIER 1000
 #define OM_PART_TIERS 10
-#define OM_PART_MAX (OM_PARTS_PER_TIER * OM_PART_TIERS) /* = OM_S3_MAX_PARTS */
+#define OM_PART_MAX (OM_PARTS_PER_TIER * OM_PART_TIERS) /* the 10,000 parts S3 and AIStore allow */
 
 /* The part holding offset off (part_size > 0): returns its number and sets
  * *start and *len (its full length, whatever the file's size). -EFBIG,

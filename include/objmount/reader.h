@@ -27,7 +27,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 struct om_dcache;
 
@@ -50,13 +50,13 @@ struct om_readers;
 struct om_reader;
 
 /* NULL on ENOMEM. s3 is borrowed. */
-struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg);
+struct om_readers *om_readers_new(struct om_store *store, const struct om_readers_config *cfg);
 /* Every reader must be closed first. */
 void om_readers_free(struct om_readers *rs);
 
 /* Look a small object up by reading it whole: one GET where a HEAD and then
  * the GET of the first read would take two round trips. Fills obj as
- * om_s3_head does (size, ETag, metadata; size is the listing's guess, the
+ * om_store_head does (size, ETag, metadata; size is the listing's guess, the
  * answer wins). The body waits in the pool, evictable, for the next
  * om_reader_open of key with the same ETag. Without buffer room, for an
  * object emptied since it was listed, or when the GET fails (other than
@@ -68,7 +68,7 @@ void om_readers_free(struct om_readers *rs);
  * then. */
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
                            const char *listed_etag,
-                           struct om_s3_object *obj, struct om_s3_error *err);
+                           struct om_object *obj, struct om_store_error *err);
 
 /* The prefetch across files expects an open of (key, etag, size): fetch
  * its first max bytes (whole for small files) from spare memory above the

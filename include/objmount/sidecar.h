@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "objmount/s3.h"
+#include "objmount/store.h"
 #include "objmount/util.h"
 
 #define OM_SIDECAR_SUFFIX ".sidecar"

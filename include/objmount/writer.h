@@ -10,9 +10,10 @@
  *   it; a part written again after its upload is uploaded again.
  * - Commit: files up to part_size are one PUT with Content-MD5; larger ones
  *   a multipart upload with Content-MD5 on every part. Afterwards a HEAD
- *   must show the size written and, when the server uses MD5 ETags, an ETag
- *   equal to the MD5 of the bytes or the multipart ETag of the parts.
- *   verify_read additionally reads the object back and compares MD5s.
+ *   must show the size written and the digest the store states of the
+ *   object (an MD5 ETag, the multipart ETag of the parts, AIStore's
+ *   checksum) must be the one of the bytes; what no digest proves is read
+ *   back and compared (not with verify_size); verify_read reads back always.
  * - A failed part is retried alone; a failed or mismatched commit is aborted
  *   and the whole upload retried from the staging file. A commit that finally
  *   fails returns -EIO and leaves the bytes in cache_dir/recovery with a
@@ -31,7 +32,7 @@
 #include <time.h>
 
 #include "objmount/flush_policy.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 struct om_commit_result;
 
@@ -43,7 +44,8 @@ struct om_writers_config {
     uint64_t min_free_space;
     int upload_retries;         /* whole-upload attempts after the first */
     uint64_t upload_retry_ms;   /* first delay between them; doubles */
-    bool verify_read;
+    bool verify_read; /* read every commit back */
+    bool verify_size; /* never read back: unproven objects pass by size */
     bool no_overwrite;
     int max_parts_in_flight; /* per file */
     /* Called after every commit that stored something of an open file
@@ -68,7 +70,7 @@ struct om_writer;
 
 /* Create cache_dir/{staging,recovery} and move staging files left by a dead
  * daemon to recovery. NULL with err filled on failure. */
-struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_config *cfg,
+struct om_writers *om_writers_new(struct om_store *store, const struct om_writers_config *cfg,
                                   char *err, size_t errlen);
 /* The daemon is stopping (a signal or an unmount): commits under way may
  * start new attempts for deadline_ms more; each is named in the log. No lock
@@ -81,19 +83,8 @@ void om_writers_stopping(struct om_writers *ws, uint64_t deadline_ms);
 void om_writers_free(struct om_writers *ws);
 
 /* File metadata that rides on the upload (x-amz-meta-*, s3fs-fuse names). */
-struct om_file_meta {
-    bool has_mode, has_uid, has_gid, has_mtime;
-    mode_t mode;
-    uid_t uid;
-    gid_t gid;
-    struct timespec mtime;
-};
-
-/* Append the x-amz-meta-* headers of m (s3fs-fuse names and formats: mode
- * as a decimal st_mode, uid, gid, mtime in seconds). */
-void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h);
 /* The object just stored with m: size, now as its time, m's metadata. */
-void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj);
+void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_object *obj);
 
 /* The object as it is before writing. */
 struct om_writer_base {
@@ -166,12 +157,12 @@ int om_writer_flush(struct om_writer *w, enum om_flusher who);
 int om_writer_push_file(struct om_writers *ws, const char *path, const char *key,
                         const struct om_file_meta *meta, char *err, size_t errlen);
 
-/* Store new metadata on an object nobody has open for writing: the object is
- * copied onto itself with the metadata replaced (guarded by etag). obj
- * receives what is stored now. -ENOTSUP above 5 GiB (a single copy's
- * limit). */
+/* Store new metadata on an object nobody has open for writing
+ * (om_store_set_meta: S3 copies it onto itself with the metadata replaced,
+ * in parts past the copy limit; guarded by etag). obj receives what is
+ * stored now. -ENOSYS where the store cannot. */
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
-                         const struct om_file_meta *m, struct om_s3_object *obj);
+                         const struct om_file_meta *m, struct om_object *obj);
 
 /* A namespace change (unlink, rename) is about to act on the object under
  * w's key: no commit starts until om_writer_unhold (one under way is
@@ -208,7 +199,7 @@ enum om_etag_form {
     OM_ETAG_FORM_UNKNOWN = 0, /* no multipart upload verified yet */
     OM_ETAG_FORM_PARTS,       /* MD5 of the part MD5s, "-N" (AWS S3, Swift, MinIO, Ceph) */
     OM_ETAG_FORM_WHOLE,       /* MD5 of the whole object */
-    OM_ETAG_FORM_OPAQUE,      /* neither: verified by size only */
+    OM_ETAG_FORM_OPAQUE,      /* neither: another digest, or none (read back) */
 };
 
 struct om_writers_stats {
@@ -219,9 +210,10 @@ struct om_writers_stats {
     uint64_t part_uploads;
     uint64_t part_retries;
     uint64_t bytes_uploaded;
-    uint64_t verified_md5;       /* ETag equal to the whole-object MD5 */
-    uint64_t verified_multipart; /* ETag equal to the multipart ETag */
-    uint64_t verified_size_only; /* server ETags are not MD5s */
+    uint64_t verified_md5;       /* the store's MD5 (ETag) of the whole object */
+    uint64_t verified_multipart; /* the MD5 of the part MD5s (multipart ETag) */
+    uint64_t verified_checksum;  /* another digest the store states (AIStore's xxhash...) */
+    uint64_t verified_size_only; /* no digest proved it and verify=size: by size only */
     uint64_t verified_read;      /* read back and compared */
     uint64_t hashed_bytes;       /* bytes run through MD5 (parts, whole objects, read-backs) */
     enum om_etag_form etag_form;

@@ -1,4 +1,5 @@
-/* S3 XML documents, parsed with libxml2.
+/* S3 XML documents, parsed with libxml2 (the S3 backend's; entries are
+ * the store's om_list_entry and om_upload_entry).
  *
  * ListObjectsV2 results are parsed as a stream (SAX push parser fed with the
  * body as it arrives) and reported entry by entry, so a page holding a
@@ -12,24 +13,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "objmount/store.h"
+
 /* Call once before threads start (idempotent). */
 void om_xml_init(void);
-
-/* One entry of a listing: an object (Contents) or a common prefix. Strings
- * are valid only during the callback. */
-struct om_list_entry {
-    const char *key; /* object key or common prefix, decoded */
-    bool is_prefix;
-    uint64_t size;
-    time_t mtime;
-    const char *etag; /* without quotes; "" when absent */
-};
-
-/* Return 0 to go on, OM_LIST_STOP to end the parse early without error
- * (the rest of the document is ignored), or a negative errno to stop the
- * parse with that error. */
-#define OM_LIST_STOP 1
-typedef int (*om_list_cb)(void *ud, const struct om_list_entry *e);
 
 struct om_list_parser;
 
@@ -64,14 +51,6 @@ int om_xml_parse_error(const char *body, size_t len, char *code, size_t codelen,
 /* Text of the first element named `name` (any depth) of a small document.
  * Returns a malloc'd string, or NULL when absent or malformed. */
 char *om_xml_find_text(const char *body, size_t len, const char *name);
-
-/* Entries of a ListMultipartUploads page. */
-struct om_upload_entry {
-    const char *key;
-    const char *upload_id;
-    time_t initiated;
-};
-typedef int (*om_upload_cb)(void *ud, const struct om_upload_entry *e);
 
 /* Parse one ListMultipartUploads page; next markers are malloc'd (NULL when
  * absent). Returns 0, the callback's error, or -EBADMSG. */

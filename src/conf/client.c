@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "objmount/log.h"
-#include "objmount/xml.h"
 
 int om_client_open(struct om_client *c, struct om_config *cfg, char *err, size_t errlen)
 {
@@ -16,7 +15,6 @@ int om_client_open(struct om_client *c, struct om_config *cfg, char *err, size_t
         snprintf(err, errlen, "no bucket given");
         return -EINVAL;
     }
-    om_xml_init();
     struct om_creds_options co;
     om_config_creds_options(cfg, &co);
     int rc = om_creds_resolve(&co, &c->creds, err, errlen);
@@ -34,24 +32,24 @@ int om_client_open(struct om_client *c, struct om_config *cfg, char *err, size_t
         om_creds_clear(&c->creds);
         return -ENOMEM;
     }
-    struct om_s3_config sc;
-    om_config_s3(cfg, &sc);
-    c->s3 = om_s3_new(c->http, &sc, &c->creds, err, errlen);
-    if (!c->s3) {
+    struct om_store_config sc;
+    om_config_store(cfg, &sc);
+    c->store = om_store_new(c->http, &sc, &c->creds, err, errlen);
+    if (!c->store) {
         om_http_free(c->http);
         om_creds_clear(&c->creds);
         memset(c, 0, sizeof(*c));
         return -EINVAL;
     }
-    om_info("bucket %s at %s (endpoint from %s, region %s from %s, credentials: %s)",
-            cfg->bucket, cfg->endpoint, cfg->endpoint_source, cfg->region, cfg->region_source,
-            c->creds.source);
+    om_info("bucket %s at %s (%s; endpoint from %s, region %s from %s, credentials: %s)",
+            om_store_bucket_name(c->store), cfg->endpoint, om_store_caps(c->store)->name,
+            cfg->endpoint_source, cfg->region, cfg->region_source, c->creds.source);
     return 0;
 }
 
 void om_client_close(struct om_client *c)
 {
-    om_s3_free(c->s3);
+    om_store_free(c->store);
     om_http_free(c->http);
     om_creds_clear(&c->creds);
     memset(c, 0, sizeof(*c));

@@ -37,7 +37,8 @@ struct opt {
 
 static const struct opt options[] = {
     OPT("endpoint", "URL", K_STRING, endpoint, 0, 0,
-        "S3 endpoint, http(s)://host[:port][/path-prefix]; AIStore: http://gateway:port/s3"),
+        "S3 endpoint, http(s)://host[:port][/path-prefix]; AIStore's S3 API: "
+        "http://gateway:port/s3; for ais://BUCKET the cluster: http://gateway:port"),
     OPT("region", "NAME", K_STRING, region, 0, 0, "region to sign for (default us-east-1)"),
     SPECIAL("path_style", NULL, "address the bucket in the path: http://host/bucket/key"),
     SPECIAL("virtual_host", NULL, "address the bucket in the host name: http://bucket.host/key"),
@@ -157,8 +158,10 @@ static const struct opt options[] = {
     OPT("upload_retry_delay", "SECONDS", K_MS, upload_retry_delay_ms, 0, 600000,
         "wait before the first whole-upload retry; doubles (default 1)"),
     OPT("verify", "HOW", K_STRING, verify, 0, 0,
-        "after each commit: 'etag' checks size and ETag (default); 'read' also reads the "
-        "object back and compares MD5s"),
+        "after each commit: 'digest' (default; 'etag' is its old name) checks the size and "
+        "the digest the store states (MD5 ETag, multipart ETag, AIStore's checksum) and reads "
+        "back what no digest proves; 'read' always reads the object back too; 'size' never "
+        "reads back (weaker: an object no digest proves is checked by its size only)"),
     OPT("no_overwrite", NULL, K_FLAG, no_overwrite, 0, 0,
         "refuse to replace existing objects (EEXIST)"),
     OPT("parts_in_flight", "N", K_COUNT, parts_in_flight, 1, 64,
@@ -166,6 +169,10 @@ static const struct opt options[] = {
     OPT("max_rename_keys", "N", K_COUNT, max_rename_keys, 0, 100000000,
         "most keys a directory rename copies; above it rename fails with EXDEV and mv copies "
         "the tree itself (default 10000)"),
+    OPT("copy_limit", "SIZE", K_SIZE, copy_limit, 5ULL << 20, 5ULL << 30,
+        "largest object one server-side copy (CopyObject) takes; larger ones are copied in "
+        "parts (UploadPartCopy) by renames and metadata changes (default 5G, S3's limit; lower "
+        "it for a server with a smaller one)"),
     OPT("mount_timeout", "SECONDS", K_MS, mount_timeout_ms, 1000, 3600000,
         "bound on checking the bucket before mounting; after 2 s a line says what it waits "
         "for (default 15)"),
@@ -245,21 +252,32 @@ void om_config_free(struct om_config *cfg)
 
 int om_config_set_source(struct om_config *cfg, const char *source, char *err, size_t errlen)
 {
+    const char *given = source;
+    cfg->store_kind = OM_STORE_S3;
+    if (strncmp(source, "ais://", 6) == 0) {
+        cfg->store_kind = OM_STORE_AIS;
+        source += 6;
+    } else if (strncmp(source, "s3://", 5) == 0) {
+        source += 5;
+    }
     const char *colon = strchr(source, ':');
-    size_t blen = colon ? (size_t)(colon - source) : strlen(source);
+    const char *slash = cfg->store_kind == OM_STORE_AIS && !colon ? strchr(source, '/') : NULL;
+    const char *sep = colon ? colon : slash;
+    size_t blen = sep ? (size_t)(sep - source) : strlen(source);
     if (blen == 0 || memchr(source, '/', blen)) {
-        snprintf(err, errlen, "'%s' is not BUCKET or BUCKET:PREFIX", source);
+        snprintf(err, errlen, "'%s' is not BUCKET, BUCKET:PREFIX or ais://BUCKET[/PREFIX]",
+                 given);
         return -EINVAL;
     }
-    const char *prefix = colon ? colon + 1 : "";
+    const char *prefix = sep ? sep + 1 : "";
     while (*prefix == '/')
         prefix++;
     free(cfg->bucket);
     free(cfg->prefix);
     cfg->bucket = strndup(source, blen);
     size_t plen = strlen(prefix);
-    bool slash = plen > 0 && prefix[plen - 1] != '/';
-    if (asprintf(&cfg->prefix, "%s%s", prefix, slash ? "/" : "") < 0)
+    bool add_slash = plen > 0 && prefix[plen - 1] != '/';
+    if (asprintf(&cfg->prefix, "%s%s", prefix, add_slash ? "/" : "") < 0)
         cfg->prefix = NULL;
     if (!cfg->bucket || !cfg->prefix) {
         snprintf(err, errlen, "out of memory");
@@ -528,6 +546,41 @@ static int manifest_defaults(struct om_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* ais://BUCKET: the cluster's URL from the option, else AIS_ENDPOINT; its
+ * native API lives at its root, so an endpoint ending in /s3 (the S3 API's)
+ * is refused with the URL to give instead. */
+static int ais_endpoint(struct om_config *cfg, char *err, size_t errlen)
+{
+    const char *v;
+    if (!cfg->endpoint) {
+        if (!(v = env_nonempty("AIS_ENDPOINT"))) {
+            snprintf(err, errlen, "ais://%s needs the cluster's URL: -o endpoint=http://PROXY:PORT "
+                     "or AIS_ENDPOINT", cfg->bucket);
+            return -EINVAL;
+        }
+        if (!(cfg->endpoint = strdup(v)))
+            return -ENOMEM;
+        cfg->endpoint_source = "AIS_ENDPOINT";
+    } else {
+        cfg->endpoint_source = "option";
+    }
+    struct om_url u;
+    if (om_url_parse(cfg->endpoint, &u) == 0) {
+        size_t n = strlen(u.path);
+        while (n > 0 && u.path[n - 1] == '/')
+            n--;
+        bool s3 = n >= 3 && strncmp(u.path + n - 3, "/s3", 3) == 0;
+        om_url_free(&u);
+        if (s3) {
+            snprintf(err, errlen, "endpoint '%s' (from %s) is AIStore's S3 API; ais://%s speaks "
+                     "its native API at the cluster's root: give the URL without /s3",
+                     cfg->endpoint, cfg->endpoint_source, cfg->bucket);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char *err,
                        size_t errlen)
 {
@@ -557,6 +610,8 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
     }
     if (om_host_list_check(cfg->redirect_hosts, err, errlen))
         return -EINVAL;
+    if (cfg->store_kind == OM_STORE_AIS && ais_endpoint(cfg, err, errlen))
+        return -EINVAL;
     if (!cfg->endpoint) {
         int n = 0;
         if ((v = env_nonempty("AWS_ENDPOINT_URL"))) {
@@ -585,7 +640,7 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
             cfg->endpoint = NULL;
             return -ENOMEM;
         }
-    } else {
+    } else if (!cfg->endpoint_source) {
         cfg->endpoint_source = "option";
     }
     struct om_url u;
@@ -644,8 +699,10 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
                  cfg->metadata);
         return -EINVAL;
     }
-    if (cfg->verify && strcmp(cfg->verify, "etag") != 0 && strcmp(cfg->verify, "read") != 0) {
-        snprintf(err, errlen, "option verify: '%s' is not 'etag' or 'read'", cfg->verify);
+    if (cfg->verify && strcmp(cfg->verify, "digest") != 0 && strcmp(cfg->verify, "etag") != 0 &&
+        strcmp(cfg->verify, "read") != 0 && strcmp(cfg->verify, "size") != 0) {
+        snprintf(err, errlen, "option verify: '%s' is not 'digest', 'read' or 'size'",
+                 cfg->verify);
         return -EINVAL;
     }
     if (!cfg->cache_dir) {
@@ -709,9 +766,11 @@ void om_config_http(const struct om_config *cfg, struct om_http_config *out)
     out->proxy = cfg->proxy;
 }
 
-void om_config_s3(const struct om_config *cfg, struct om_s3_config *out)
+void om_config_store(const struct om_config *cfg, struct om_store_config *out)
 {
     memset(out, 0, sizeof(*out));
+    out->kind = cfg->store_kind;
+    out->copy_limit = cfg->copy_limit;
     out->endpoint = cfg->endpoint;
     out->bucket = cfg->bucket;
     out->region = cfg->region;

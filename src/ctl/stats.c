@@ -206,14 +206,15 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             "writes: open %" PRIu64 ", commits %" PRIu64 " (%" PRIu64 " failed, %" PRIu64
             " in flight), whole-upload retries %" PRIu64 ", parts %" PRIu64 " (%" PRIu64
             " retried), %.1f MiB uploaded\n"
-            "verified: by MD5 %" PRIu64 ", by multipart ETag %" PRIu64 ", by size only %" PRIu64
-            ", read back %" PRIu64 "; %.1f MiB hashed, multipart ETags %s; recovery files %d\n"
+            "verified: by MD5 %" PRIu64 ", by multipart ETag %" PRIu64 ", by the store's checksum %"
+            PRIu64 ", by size only %" PRIu64 ", read back %" PRIu64
+            "; %.1f MiB hashed, multipart ETags %s; recovery files %d\n"
             "unchanged parts copied on the server %" PRIu64 " (%.1f MiB)%s; flushes left to a "
             "later close %" PRIu64 "; space given back by the data cache %" PRIu64 " times\n",
             n->wr.open_writers, n->wr.commits, n->wr.commit_failures, n->wr.commits_in_flight,
             n->wr.upload_retries, n->wr.part_uploads, n->wr.part_retries,
             (double)n->wr.bytes_uploaded / 1048576.0, n->wr.verified_md5, n->wr.verified_multipart,
-            n->wr.verified_size_only, n->wr.verified_read, (double)n->wr.hashed_bytes / 1048576.0,
+            n->wr.verified_checksum, n->wr.verified_size_only, n->wr.verified_read, (double)n->wr.hashed_bytes / 1048576.0,
             om_etag_form_name(n->wr.etag_form), n->recovery, n->wr.part_copies,
             (double)n->wr.bytes_copied / 1048576.0,
             n->wr.part_copy_unsupported ? " (the server does not copy parts)" : "",
@@ -600,6 +601,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "uploaded_bytes", n->wr.bytes_uploaded);
         om_json_u64(&j, "verified_md5", n->wr.verified_md5);
         om_json_u64(&j, "verified_multipart", n->wr.verified_multipart);
+        om_json_u64(&j, "verified_checksum", n->wr.verified_checksum);
         om_json_u64(&j, "verified_size_only", n->wr.verified_size_only);
         om_json_u64(&j, "verified_read", n->wr.verified_read);
         om_json_u64(&j, "hashed_bytes", n->wr.hashed_bytes);

@@ -221,7 +221,7 @@ static int open_writer(struct om_fs *fs, struct fh *h, bool trunc)
 {
     char *key = NULL;
     bool exists = false;
-    struct om_s3_object obj;
+    struct om_object obj;
     int rc = om_meta_object(fs->meta, h->ino, &key, &exists, &obj);
     if (rc)
         return rc;
@@ -498,7 +498,7 @@ static void committed(void *ud, uint64_t ino, const struct om_commit_result *res
     struct om_fs *fs = ud;
     if (!res->stored)
         return; /* nothing stored: the inode keeps the object's attributes */
-    struct om_s3_object obj;
+    struct om_object obj;
     memset(&obj, 0, sizeof(obj));
     obj.size = res->size;
     obj.mtime = res->mtime.tv_sec;
@@ -573,7 +573,7 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
 {
     char *key = NULL;
     bool exists;
-    struct om_s3_object obj;
+    struct om_object obj;
     struct om_attr now;
     int rc = om_meta_key(fs->meta, ino, &key, &now);
     free(key);
@@ -1037,8 +1037,8 @@ void om_fs_set_session(struct om_fs *fs, struct fuse_session *se)
 }
 
 static int fetch_whole(void *ud, const char *key, uint64_t size, const char *listed_etag,
-                       struct om_s3_object *obj,
-                       struct om_s3_error *err)
+                       struct om_object *obj,
+                       struct om_store_error *err)
 {
     return om_readers_fetch_whole(ud, key, size, listed_etag, obj, err);
 }
@@ -1121,7 +1121,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
     if (cfg->manifest) {
         struct om_manifest_mount mm = {
             .spec = cfg->manifest,
-            .s3 = client->s3,
+            .store = client->store,
             .endpoint = cfg->endpoint,
             .bucket = cfg->bucket,
             .prefix = cfg->prefix,
@@ -1135,9 +1135,9 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         mc.list_page = om_manifest_list_page;
         mc.list_ud = fs->manifest;
     }
-    fs->readers = om_readers_new(client->s3, &rc);
+    fs->readers = om_readers_new(client->store, &rc);
     mc.fetch_ud = fs->readers;
-    fs->meta = om_meta_new(client->s3, &mc);
+    fs->meta = om_meta_new(client->store, &mc);
     if (!fs->meta || !fs->readers) {
         snprintf(err, errlen, "out of memory");
         om_fs_destroy(fs);
@@ -1154,6 +1154,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .upload_retries = (int)cfg->upload_retries,
         .upload_retry_ms = cfg->upload_retry_delay_ms,
         .verify_read = cfg->verify && strcmp(cfg->verify, "read") == 0,
+        .verify_size = cfg->verify && strcmp(cfg->verify, "size") == 0,
         .no_overwrite = cfg->no_overwrite,
         .max_parts_in_flight = (int)cfg->parts_in_flight,
         .on_commit = committed,
@@ -1161,7 +1162,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .dcache = fs->dcache,
     };
     if (!cfg->ro) {
-        fs->writers = om_writers_new(client->s3, &wc, err, errlen);
+        fs->writers = om_writers_new(client->store, &wc, err, errlen);
         if (!fs->writers) {
             om_fs_destroy(fs);
             return -EIO;
@@ -1190,7 +1191,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .part_size = cfg->part_size,
         .cache_dir = cfg->cache_dir,
     };
-    fs->ns = om_ns_new(client->s3, fs->meta, fs->writers, &nc);
+    fs->ns = om_ns_new(client->store, fs->meta, fs->writers, &nc);
     if (!fs->ns) {
         snprintf(err, errlen, "out of memory");
         om_fs_destroy(fs);

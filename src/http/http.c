@@ -668,7 +668,7 @@ static long retry_after_ms(const struct om_http_req *req)
 }
 
 /* The facts of an attempt that has ended, for om_http_classify. code
- * receives the S3 error code of an error response (left "" otherwise). */
+ * receives the store's error code of an error response (left "" otherwise). */
 static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, char *code,
                                          size_t codelen)
 {
@@ -683,7 +683,6 @@ static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, ch
         .head = strcmp(req->method, "HEAD") == 0,
         .received = x->received,
         .region_hook = req->hooks.region_redirect != NULL,
-        .s3_code = code,
         .idempotent = req->idempotent,
         .body_sent = x->body_sent,
         .attempts = req->attempts,
@@ -703,7 +702,7 @@ static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, ch
     if (cc == CURLE_OK && !is_2xx(req->status)) {
         if (req->hooks.error_code && req->resp_body.len)
             req->hooks.error_code(req->hooks.ud, req->resp_body.data, req->resp_body.len, code,
-                                  codelen);
+                                  codelen, &o.code_transient);
         o.retry_after_ms = retry_after_ms(req);
     }
     return o;

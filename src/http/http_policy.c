@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-bool om_http_retryable(int curl_code, long status, const char *s3_code, bool idempotent,
+bool om_http_retryable(int curl_code, long status, bool code_transient, bool idempotent,
                        bool body_sent)
 {
     switch ((CURLcode)curl_code) {
@@ -33,11 +33,7 @@ bool om_http_retryable(int curl_code, long status, const char *s3_code, bool ide
         return false; /* the caller checks what the server holds first */
     if (status == 500 || status == 502 || status == 503 || status == 504 || status == 429)
         return true;
-    if (s3_code &&
-        (strcmp(s3_code, "SlowDown") == 0 || strcmp(s3_code, "RequestTimeout") == 0 ||
-         strcmp(s3_code, "InternalError") == 0 || strcmp(s3_code, "ServiceUnavailable") == 0))
-        return true;
-    return false;
+    return code_transient;
 }
 
 long om_http_backoff_ms(long base_ms, long cap_ms, int attempt, double rnd)
@@ -128,6 +124,6 @@ struct om_http_decision om_http_classify(const struct om_http_outcome *o)
     if ((o->status == 301 || o->status == 400) && o->has_region && o->region_hook &&
         !o->region_refused && o->redirects < o->max_redirects)
         return (struct om_http_decision){.action = OM_HTTP_REGION_REDIRECT};
-    bool retry = om_http_retryable(0, o->status, o->s3_code, o->idempotent, o->body_sent);
+    bool retry = om_http_retryable(0, o->status, o->code_transient, o->idempotent, o->body_sent);
     return retry_or_fail(o, OM_HTTP_CAUSE_STATUS, -EIO, retry, retry ? o->retry_after_ms : 0);
 }

@@ -140,7 +140,11 @@ static int64_t unzigzag(uint64_t v)
 
 /* ---- ETags ---- */
 
-/* An ETag's stored form: ETAG_MD5 for 32 lower-case hex digits, 2+N for
+/* The largest N of a "-N" token kept in binary form (the format's own
+ * bound, S3's part count). */
+#define MANIFEST_MAX_PARTS 10000
+
+/* A version token's stored form (a compression, not a reading of it): ETAG_MD5 for 32 lower-case hex digits, 2+N for
  * the same plus "-N" (a multipart ETag), else ETAG_TEXT (ETAG_NONE when
  * empty). md5 receives the 16 bytes of the binary forms. */
 static uint64_t etag_form(const char *etag, unsigned char md5[OM_MD5_LEN])
@@ -158,7 +162,7 @@ static uint64_t etag_form(const char *etag, unsigned char md5[OM_MD5_LEN])
         return ETAG_MD5;
     uint64_t parts;
     /* "-N" exactly as written back: no sign, no leading zero */
-    if (etag[32] != '-' || etag[33] == '0' || om_parse_uint(etag + 33, OM_S3_MAX_PARTS, &parts) ||
+    if (etag[32] != '-' || etag[33] == '0' || om_parse_uint(etag + 33, MANIFEST_MAX_PARTS, &parts) ||
         parts == 0)
         return ETAG_TEXT;
     return 2 + parts;
@@ -174,7 +178,7 @@ struct cursor {
     const uint8_t *p;   /* next entry */
     const uint8_t *end; /* end of the block */
     bool valid;         /* an entry is current */
-    char key[OM_S3_KEY_MAX + 1];
+    char key[OM_KEY_MAX + 1];
     size_t klen;
     uint64_t size;
     int64_t mtime;
@@ -216,7 +220,7 @@ static int decode(struct cursor *c)
     uint64_t shared = 0, len, v;
     if (c->i > 0 && get_varint(&c->p, c->end, &shared))
         return -EBADMSG;
-    if (get_varint(&c->p, c->end, &len) || shared > c->klen || len > OM_S3_KEY_MAX - shared ||
+    if (get_varint(&c->p, c->end, &len) || shared > c->klen || len > OM_KEY_MAX - shared ||
         len > (uint64_t)(c->end - c->p))
         return -EBADMSG;
     /* keys increase: the suffix differs from the previous key at shared */
@@ -241,7 +245,7 @@ static int decode(struct cursor *c)
             return -EBADMSG;
         c->etag_len = len;
     } else if (c->etag_form != ETAG_NONE) {
-        if (c->etag_form > 2 + OM_S3_MAX_PARTS || c->end - c->p < OM_MD5_LEN)
+        if (c->etag_form > 2 + MANIFEST_MAX_PARTS || c->end - c->p < OM_MD5_LEN)
             return -EBADMSG;
         c->etag_len = OM_MD5_LEN;
     }
@@ -260,7 +264,7 @@ static int cursor_next(struct cursor *c)
             c->valid = false;
             return 0;
         }
-        char prev[OM_S3_KEY_MAX + 1];
+        char prev[OM_KEY_MAX + 1];
         size_t plen = c->valid ? c->klen : 0;
         memcpy(prev, c->key, plen);
         cursor_block(c, c->block + 1);
@@ -287,7 +291,7 @@ static int first_key_cmp(const struct om_manifest *mf, uint64_t b, const char *k
 {
     const uint8_t *p = mf->base + block_start(mf, b), *end = mf->base + block_end(mf, b);
     uint64_t len;
-    if (get_varint(&p, end, &len) || len > (uint64_t)(end - p) || len > OM_S3_KEY_MAX)
+    if (get_varint(&p, end, &len) || len > (uint64_t)(end - p) || len > OM_KEY_MAX)
         return -EBADMSG;
     *cmp = keycmp((const char *)p, (size_t)len, key, klen);
     return 0;
@@ -504,7 +508,7 @@ const struct om_manifest_info *om_manifest_info(const struct om_manifest *mf)
     return &mf->info;
 }
 
-int om_manifest_lookup(const struct om_manifest *mf, const char *key, struct om_s3_object *obj)
+int om_manifest_lookup(const struct om_manifest *mf, const char *key, struct om_object *obj)
 {
     struct cursor c = {.mf = mf};
     size_t klen = strlen(key);
@@ -535,7 +539,7 @@ int om_manifest_list(const struct om_manifest *mf, const char *prefix, char deli
         prefix = "";
     size_t plen = strlen(prefix);
     struct cursor *c = calloc(1, sizeof(*c));
-    char *skip = malloc(OM_S3_KEY_MAX + 2);
+    char *skip = malloc(OM_KEY_MAX + 2);
     if (!c || !skip) {
         free(c);
         free(skip);
@@ -543,7 +547,7 @@ int om_manifest_list(const struct om_manifest *mf, const char *prefix, char deli
     }
     c->mf = mf;
     int rc;
-    if (start_after && strcmp(start_after, prefix) >= 0 && strlen(start_after) <= OM_S3_KEY_MAX) {
+    if (start_after && strcmp(start_after, prefix) >= 0 && strlen(start_after) <= OM_KEY_MAX) {
         /* after a common prefix: past every key it rolls up */
         size_t slen = strlen(start_after);
         const char *d = delimiter && strncmp(start_after, prefix, plen) == 0
@@ -616,8 +620,8 @@ int om_manifest_list(const struct om_manifest *mf, const char *prefix, char deli
     return rc < 0 ? rc : 0;
 }
 
-int om_manifest_list_page(void *mf, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                          char **next_token, struct om_s3_error *err)
+int om_manifest_list_page(void *mf, const struct om_list_params *p, om_list_cb cb, void *ud,
+                          char **next_token, struct om_store_error *err)
 {
     if (err)
         memset(err, 0, sizeof(*err));
@@ -645,7 +649,7 @@ struct om_manifest_writer {
     uint64_t keys;
     uint64_t *index;
     size_t nblocks, capblocks;
-    char prev[OM_S3_KEY_MAX + 1];
+    char prev[OM_KEY_MAX + 1];
     size_t prevlen;
     int64_t prev_mtime;
     uint64_t header_len;
@@ -714,7 +718,7 @@ int om_manifest_writer_add(struct om_manifest_writer *w, const char *key, uint64
     if (w->error)
         return w->error;
     size_t klen = strlen(key), elen = etag ? strlen(etag) : 0;
-    if (klen == 0 || klen > OM_S3_KEY_MAX || elen >= OM_ETAG_MAX)
+    if (klen == 0 || klen > OM_KEY_MAX || elen >= OM_ETAG_MAX)
         return -EINVAL;
     if (w->keys > 0 && keycmp(key, klen, w->prev, w->prevlen) <= 0)
         return -EINVAL; /* not sorted, or a duplicate */

@@ -64,13 +64,13 @@ static int fetch(const struct om_manifest_mount *mm, const char *key, const char
     char *buf = malloc(FETCH_FIRST);
     if (!buf)
         return -ENOMEM;
-    struct om_s3_object obj;
-    struct om_s3_error e = {0};
-    ssize_t n = om_s3_get_range(mm->s3, key, 0, FETCH_FIRST, NULL, buf, &obj, &e);
+    struct om_object obj;
+    struct om_store_error e = {0};
+    ssize_t n = om_store_get_range(mm->store, key, 0, FETCH_FIRST, NULL, buf, &obj, &e);
     uint64_t size = n >= 0 ? (uint64_t)n : 0;
     if (n == (ssize_t)FETCH_FIRST && obj.size > FETCH_FIRST) {
         char *more = realloc(buf, (size_t)obj.size);
-        n = more ? om_s3_get_range(mm->s3, key, FETCH_FIRST, obj.size - FETCH_FIRST, obj.etag,
+        n = more ? om_store_get_range(mm->store, key, FETCH_FIRST, obj.size - FETCH_FIRST, obj.etag,
                                    more + FETCH_FIRST, NULL, &e)
                  : -ENOMEM;
         buf = more ? more : buf;

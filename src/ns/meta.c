@@ -18,12 +18,12 @@
 
 /* ---- construction ---- */
 
-struct om_meta *om_meta_new(struct om_s3 *s3, const struct om_meta_config *cfg)
+struct om_meta *om_meta_new(struct om_store *store, const struct om_meta_config *cfg)
 {
     struct om_meta *m = calloc(1, sizeof(*m));
     if (!m)
         return NULL;
-    m->s3 = s3;
+    m->store = store;
     m->cfg = *cfg;
     m->prefix = strdup(cfg->prefix ? cfg->prefix : "");
     m->cfg.prefix = m->prefix;
@@ -89,7 +89,7 @@ void om_meta_free(struct om_meta *m)
 
 /* What the cache knows of a name being looked up. */
 enum cached_answer {
-    /* Nothing fresh: ask the server (om_s3_lookup: a HEAD of the object and
+    /* Nothing fresh: ask the server (om_store_lookup: a HEAD of the object and
      * a LIST of "name/", at once). */
     CACHED_UNKNOWN,
     /* Answered: *rc is 0 (out filled, one kernel lookup counted) or the
@@ -159,11 +159,11 @@ static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, co
 
 /* A directory's metadata from its marker (dirkey ends with '/'); an absent
  * marker leaves the defaults. */
-static void read_marker(struct om_meta *m, const char *dirkey, struct om_s3_object *o,
+static void read_marker(struct om_meta *m, const char *dirkey, struct om_object *o,
                         bool *found)
 {
-    struct om_s3_error err;
-    int rc = om_s3_head(m->s3, dirkey, o, &err);
+    struct om_store_error err;
+    int rc = om_store_head(m->store, dirkey, o, &err);
     *found = rc == 0;
     if (rc && rc != -ENOENT)
         om_warn("reading directory metadata %s: %s (HTTP %ld %s)", dirkey, strerror(-rc),
@@ -171,7 +171,7 @@ static void read_marker(struct om_meta *m, const char *dirkey, struct om_s3_obje
 }
 
 /* Directory metadata into an inode. Caller holds m->lock. */
-static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o,
+static void apply_dir_meta(struct om_meta *m, struct inode *i, const struct om_object *o,
                            bool found)
 {
     if (found) {
@@ -208,7 +208,7 @@ static int retire(struct om_meta *m, struct inode *i)
 
 struct first_entry {
     const char *key;
-    struct om_s3_lookup *r;
+    struct om_store_lookup *r;
 };
 
 static int first_entry(void *ud, const struct om_list_entry *e)
@@ -227,20 +227,20 @@ static int first_entry(void *ud, const struct om_list_entry *e)
 }
 
 /* What key is, asked of the mount's listing source (a manifest) as
- * om_s3_lookup asks S3: a directory when a key starts with "key/", else an
+ * om_store_lookup asks the store: a directory when a key starts with "key/", else an
  * object when key itself is listed (the first key with that prefix, as
  * the shortest sorts first). For a name the directory's listing no longer
  * holds: the memory budget may drop a listing between its install and the
  * lookup that waited for it. No lock held. */
-static int source_lookup(struct om_meta *m, const char *key, struct om_s3_lookup *r,
-                         struct om_s3_error *err)
+static int source_lookup(struct om_meta *m, const char *key, struct om_store_lookup *r,
+                         struct om_store_error *err)
 {
     memset(r, 0, sizeof(*r));
     char *dirkey = NULL;
     if (asprintf(&dirkey, "%s/", key) < 0)
         return -ENOMEM;
     struct first_entry f = {.key = key, .r = r};
-    struct om_s3_list_params p = {.prefix = dirkey, .delimiter = "/", .max_keys = 1};
+    struct om_list_params p = {.prefix = dirkey, .delimiter = "/", .max_keys = 1};
     char *next = NULL;
     int rc = m->cfg.list_page(m->cfg.list_ud, &p, first_entry, &f, &next, err);
     free(next);
@@ -311,9 +311,9 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
     dir->refs++; /* keep dir across the request */
     pthread_mutex_unlock(&m->lock);
 
-    struct om_s3_lookup r;
-    struct om_s3_error err;
-    struct om_s3_object marker;
+    struct om_store_lookup r;
+    struct om_store_error err;
+    struct om_object marker;
     bool marker_found = false;
     memset(&err, 0, sizeof(err));
     if (object_only) {
@@ -323,14 +323,14 @@ int mi_lookup(struct om_meta *m, uint64_t parent, const char *name, struct om_at
             rc = m->cfg.fetch_whole(m->cfg.fetch_ud, key, listed_size, listed_etag, &r.obj,
                                     &err);
         else
-            rc = om_s3_head(m->s3, key, &r.obj, &err);
+            rc = om_store_head(m->store, key, &r.obj, &err);
         r.is_file = rc == 0;
     } else if (dir_only) {
         memset(&r, 0, sizeof(r));
         r.is_dir = r.has_marker = true; /* the HEAD of "key/" tells which */
         rc = 0;
     } else {
-        rc = m->cfg.list_page ? source_lookup(m, key, &r, &err) : om_s3_lookup(m->s3, key, &r, &err);
+        rc = m->cfg.list_page ? source_lookup(m, key, &r, &err) : om_store_lookup(m->store, key, &r, &err);
     }
     if (rc && rc != -ENOENT)
         om_warn("lookup %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
@@ -404,10 +404,10 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
         return -ENOMEM;
     i->refs++;
     pthread_mutex_unlock(&m->lock);
-    struct om_s3_object o;
-    struct om_s3_error err;
+    struct om_object o;
+    struct om_store_error err;
     /* a directory's metadata lives on its "dir/" marker, when it has one */
-    int rc = om_s3_head(m->s3, key, &o, &err);
+    int rc = om_store_head(m->store, key, &o, &err);
     if (rc && rc != -ENOENT)
         om_warn("stat %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
     free(key);

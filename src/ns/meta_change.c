@@ -28,9 +28,9 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
     else if (!dir->is_dir)
         rc = -ENOTDIR;
     struct inode *c = NULL;
-    if (!rc && strlen(dir->d->key) + strlen(name) > OM_S3_KEY_MAX) {
+    if (!rc && strlen(dir->d->key) + strlen(name) > OM_KEY_MAX) {
         om_warn("cannot create %.64s... (%zu bytes): object keys are at most %d bytes", dir->d->key,
-                strlen(dir->d->key) + strlen(name), OM_S3_KEY_MAX);
+                strlen(dir->d->key) + strlen(name), OM_KEY_MAX);
         rc = -ENAMETOOLONG;
     }
     if (!rc) {
@@ -70,7 +70,7 @@ int om_meta_create(struct om_meta *m, uint64_t parent, const char *name, mode_t 
 }
 
 int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
-                   struct om_s3_object *obj)
+                   struct om_object *obj)
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
@@ -105,7 +105,7 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
     return rc;
 }
 
-void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj)
+void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *obj)
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);
@@ -185,13 +185,14 @@ int om_meta_key(struct om_meta *m, uint64_t ino, char **key, struct om_attr *out
 }
 
 int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_dir,
-                 const struct om_s3_object *obj, struct om_attr *out)
+                 bool local, const struct om_object *obj, struct om_attr *out)
 {
     pthread_mutex_lock(&m->lock);
     struct inode *dir = mi_inode_get(m, parent);
     struct inode *c = dir && dir->is_dir ? mi_child_for(m, dir, name, is_dir) : NULL;
     int rc = c ? 0 : dir ? -ENOMEM : -ESTALE;
     if (!rc) {
+        c->pending = local; /* only this mount knows it until a key is stored under it */
         mi_apply_object_meta(m, c, obj);
         c->size = obj->size;
         mi_inode_set_etag(m, c, obj->etag);
@@ -207,7 +208,7 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
     return rc;
 }
 
-void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_s3_object *obj)
+void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_object *obj)
 {
     pthread_mutex_lock(&m->lock);
     struct inode *i = mi_inode_get(m, ino);

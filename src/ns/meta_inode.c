@@ -319,7 +319,7 @@ void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry
     i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
 }
 
-void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
+void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_object *o)
 {
     i->meta_known = true;
     bool any = o->has_mode || o->has_uid || o->has_gid;
@@ -339,7 +339,7 @@ void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3
     }
 }
 
-void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o)
+void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_object *o)
 {
     mi_set_file_attrs(m, i, o->size, o->mtime, o->etag);
     struct inode_extra *x = o->content_type[0] || mi_extra_if(i) ? mi_extra(m, i) : NULL;

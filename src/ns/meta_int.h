@@ -218,7 +218,7 @@ struct om_dirh {
 };
 
 struct om_meta {
-    struct om_s3 *s3;
+    struct om_store *store;
     struct om_meta_config cfg;
     char *prefix;
     pthread_mutex_t lock;
@@ -350,7 +350,7 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
  * *next: the continuation token (malloc'd), NULL after the last page. No
  * lock held. */
 int mi_list_page(struct om_meta *m, struct listing *l, const char *dirkey, const char *token,
-                 char **next, struct om_s3_error *err);
+                 char **next, struct om_store_error *err);
 
 /* background listings (meta_slurp.c) */
 /* opened, a subdirectory of dir, is being opened for readdir after dir was
@@ -401,11 +401,11 @@ struct timespec mi_mtime(const struct inode *i);
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
 /* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
 int mi_link_child(struct om_meta *m, struct inode *i);
-void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
+void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_object *o);
 /* Mode, owner and (when stored) mtime of an object into i; a missing mtime
  * keeps what i had. Without memory for the values (ENOMEM) the defaults
  * show. */
-void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_s3_object *o);
+void mi_apply_object_meta(struct om_meta *m, struct inode *i, const struct om_object *o);
 void mi_fill_attr(const struct om_meta *m, const struct inode *i, struct om_attr *a);
 bool mi_valid_name(const char *name);
 

@@ -53,13 +53,13 @@ static int page_entry(void *ud, const struct om_list_entry *e)
  * continuation token (malloc'd) or NULL after the last page. Called without
  * m->lock: l belongs to the caller until it is installed. */
 int mi_list_page(struct om_meta *m, struct listing *l, const char *dirkey, const char *token,
-                 char **next, struct om_s3_error *err)
+                 char **next, struct om_store_error *err)
 {
     struct page_ctx ctx = {.m = m, .l = l, .plen = strlen(dirkey)};
-    struct om_s3_list_params params = {.prefix = dirkey, .delimiter = "/", .continuation = token};
+    struct om_list_params params = {.prefix = dirkey, .delimiter = "/", .continuation = token};
     if (m->cfg.list_page)
         return m->cfg.list_page(m->cfg.list_ud, &params, page_entry, &ctx, next, err);
-    return om_s3_list_page(m->s3, &params, page_entry, &ctx, next, err);
+    return om_store_list_page(m->store, &params, page_entry, &ctx, next, err);
 }
 
 /* Install a complete listing on its directory. Caller holds m->lock. */

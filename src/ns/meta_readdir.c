@@ -71,7 +71,7 @@ static int fetch_page(struct om_meta *m, struct om_dirh *d, const char *dirkey)
 {
     struct listing *l = d->l;
     char *next = NULL;
-    struct om_s3_error err;
+    struct om_store_error err;
     int rc = mi_list_page(m, l, dirkey, l->token, &next, &err);
     if (rc) {
         om_warn("listing %s: %s (HTTP %ld %s)", *dirkey ? dirkey : "/", strerror(-rc), err.status,

@@ -39,7 +39,7 @@ static void *slurp_main(void *arg)
     bool done = false;
     while (!rc && !done) {
         char *next = NULL;
-        struct om_s3_error err;
+        struct om_store_error err;
         rc = mi_list_page(m, l, j->key, token, &next, &err);
         free(token);
         token = next;

@@ -16,24 +16,23 @@
 #include "objmount/log.h"
 #include "objmount/util.h"
 
-#define COPY_LIMIT (5ULL << 30) /* largest single CopyObject */
 #define DIR_CONTENT_TYPE "application/x-directory"
 
 struct om_ns {
-    struct om_s3 *s3;
+    struct om_store *store;
     struct om_meta *meta;
     struct om_writers *writers;
     struct om_ns_config cfg;
     char *cache_dir;
 };
 
-struct om_ns *om_ns_new(struct om_s3 *s3, struct om_meta *meta, struct om_writers *writers,
+struct om_ns *om_ns_new(struct om_store *store, struct om_meta *meta, struct om_writers *writers,
                         const struct om_ns_config *cfg)
 {
     struct om_ns *ns = calloc(1, sizeof(*ns));
     if (!ns)
         return NULL;
-    ns->s3 = s3;
+    ns->store = store;
     ns->meta = meta;
     ns->writers = writers;
     ns->cfg = *cfg;
@@ -65,33 +64,31 @@ static char *child_key(struct om_ns *ns, uint64_t parent, const char *name, bool
     return key;
 }
 
-/* -ENAMETOOLONG, with a log line, for a key the server would refuse. */
-static int key_too_long(const char *key)
+/* -ENAMETOOLONG, with a log line, for a key the store would refuse. */
+static int key_too_long(struct om_ns *ns, const char *key)
 {
-    if (strlen(key) <= OM_S3_KEY_MAX)
+    size_t max = om_store_caps(ns->store)->key_max;
+    if (strlen(key) <= max)
         return 0;
-    om_warn("cannot create %.64s...: object keys are at most %d bytes, this one has %zu", key,
-            OM_S3_KEY_MAX, strlen(key));
+    om_warn("cannot create %.64s...: object keys are at most %zu bytes, this one has %zu", key,
+            max, strlen(key));
     return -ENAMETOOLONG;
 }
 
 /* PUT a small in-memory object with metadata; obj describes what is stored. */
 static int put_small(struct om_ns *ns, const char *key, const char *body, size_t len,
                      const char *content_type, const struct om_file_meta *m,
-                     struct om_s3_object *obj)
+                     struct om_object *obj)
 {
     unsigned char md5[OM_MD5_LEN];
     int rc = om_md5(body, len, md5);
     if (rc)
         return rc;
-    struct om_header_list h = {0};
-    om_file_meta_headers(m, &h);
-    struct om_s3_put_opts opts = {.content_type = content_type, .meta = &h};
+    struct om_put_opts opts = {.content_type = content_type, .meta = m};
     struct om_http_body b = {.kind = OM_BODY_MEM, .mem = body, .len = len};
-    struct om_s3_error err;
+    struct om_store_error err;
     memset(obj, 0, sizeof(*obj));
-    rc = om_s3_put(ns->s3, key, &b, md5, &opts, obj->etag, &err);
-    om_headers_free(&h);
+    rc = om_store_put(ns->store, key, &b, md5, &opts, obj, &err);
     if (rc) {
         om_warn("PUT %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
         return rc;
@@ -128,8 +125,8 @@ int om_ns_unlink(struct om_ns *ns, uint64_t parent, const char *name)
     struct om_writer *w = om_writer_find(ns->writers, a.ino);
     if (w)
         om_writer_hold(w);
-    struct om_s3_error err;
-    rc = om_s3_delete(ns->s3, key, &err);
+    struct om_store_error err;
+    rc = om_store_delete(ns->store, key, &err);
     if (rc == -ENOENT)
         rc = 0;
     if (rc)
@@ -153,12 +150,22 @@ int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode
     if (!key)
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFDIR | (mode & 07777), uid, gid);
-    struct om_s3_object obj;
-    int rc = key_too_long(key);
-    if (!rc)
+    struct om_object obj = {0};
+    int rc = key_too_long(ns, key);
+    /* Where the store keeps no "dir/" marker (AIStore stores one as a file
+     * "dir", which then clashes with the directory's own objects), the
+     * directory lives in the mount until a file is stored in it. */
+    bool local = !om_store_caps(ns->store)->dir_marker;
+    if (!rc && local) {
+        om_debug("mkdir %s: %s keeps no empty directory; this one exists in this mount until a "
+                 "file is stored in it",
+                 key, om_store_bucket_name(ns->store));
+        om_file_meta_object(&m, 0, &obj);
+    } else if (!rc) {
         rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &m, &obj);
+    }
     free(key);
-    return rc ? rc : om_meta_made(ns->meta, parent, name, true, &obj, out);
+    return rc ? rc : om_meta_made(ns->meta, parent, name, true, local, &obj, out);
 }
 
 struct emptiness {
@@ -191,13 +198,13 @@ int om_ns_rmdir(struct om_ns *ns, uint64_t parent, const char *name)
         return -ENOTEMPTY;
     }
     struct emptiness x = {.self = key, .empty = true};
-    struct om_s3_list_params p = {.prefix = key, .max_keys = 2};
-    struct om_s3_error err;
-    rc = om_s3_list_page(ns->s3, &p, any_other, &x, NULL, &err);
+    struct om_list_params p = {.prefix = key, .max_keys = 2};
+    struct om_store_error err;
+    rc = om_store_list_page(ns->store, &p, any_other, &x, NULL, &err);
     if (!rc && !x.empty)
         rc = -ENOTEMPTY;
-    if (!rc) {
-        rc = om_s3_delete(ns->s3, key, &err);
+    if (!rc && om_store_caps(ns->store)->dir_marker) {
+        rc = om_store_delete(ns->store, key, &err);
         if (rc == -ENOENT)
             rc = 0; /* a directory without a marker */
     }
@@ -217,13 +224,13 @@ int om_ns_symlink(struct om_ns *ns, uint64_t parent, const char *name, const cha
     if (!key)
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFLNK | 0777, uid, gid);
-    struct om_s3_object obj;
-    int rc = key_too_long(key);
+    struct om_object obj;
+    int rc = key_too_long(ns, key);
     if (!rc)
         rc = put_small(ns, key, target, len, NULL, &m, &obj);
     free(key);
     if (!rc)
-        rc = om_meta_made(ns->meta, parent, name, false, &obj, out);
+        rc = om_meta_made(ns->meta, parent, name, false, false, &obj, out);
     if (!rc)
         om_meta_set_link_target(ns->meta, out->ino, target);
     return rc;
@@ -248,8 +255,8 @@ int om_ns_readlink(struct om_ns *ns, uint64_t ino, char **target)
         return -EIO;
     }
     char *buf = calloc(1, a.size + 1);
-    struct om_s3_error err;
-    ssize_t n = buf ? om_s3_get_range(ns->s3, key, 0, a.size, NULL, buf, NULL, &err) : -ENOMEM;
+    struct om_store_error err;
+    ssize_t n = buf ? om_store_get_range(ns->store, key, 0, a.size, NULL, buf, NULL, &err) : -ENOMEM;
     free(key);
     if (n != (ssize_t)a.size) {
         free(buf);
@@ -269,11 +276,17 @@ int om_ns_dir_setattr(struct om_ns *ns, uint64_t ino, const struct om_file_meta 
         return rc;
     struct om_file_meta mm = *m;
     mm.mode = S_IFDIR | (m->mode & 07777);
-    struct om_s3_object obj;
-    if (key[0] == '\0')
+    struct om_object obj = {0};
+    if (key[0] == '\0') {
         rc = -EPERM; /* the bucket root has no marker to carry metadata */
-    else
+    } else if (!om_store_caps(ns->store)->dir_marker) {
+        /* no marker to carry it: the mount shows it until it forgets */
+        om_debug("%s: %s keeps no directory markers: the mode and owner are not stored", key,
+                 om_store_bucket_name(ns->store));
+        om_file_meta_object(&mm, 0, &obj);
+    } else {
         rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &mm, &obj);
+    }
     if (!rc)
         om_meta_dir_meta(ns->meta, ino, &obj);
     free(key);
@@ -282,46 +295,10 @@ int om_ns_dir_setattr(struct om_ns *ns, uint64_t ino, const struct om_file_meta 
 
 /* ---- copies ---- */
 
-/* UploadPartCopy in parts of at least 512 MiB (and at most 10,000 parts). */
-static int copy_multipart(struct om_ns *ns, const char *src, const char *dst,
-                          const struct om_s3_object *o)
-{
-    uint64_t part = OM_MAX(512ULL << 20, (o->size + OM_S3_MAX_PARTS - 1) / OM_S3_MAX_PARTS);
-    int n = (int)((o->size + part - 1) / part);
-    struct om_file_meta m = {.has_mode = o->has_mode, .mode = o->mode, .has_uid = o->has_uid,
-                             .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
-                             .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
-    struct om_header_list h = {0};
-    om_file_meta_headers(&m, &h);
-    struct om_s3_put_opts opts = {.meta = &h, .content_type = o->content_type[0] ? o->content_type : NULL};
-    char *id = NULL;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_create(ns->s3, dst, &opts, &id, &err);
-    om_headers_free(&h);
-    if (rc)
-        return rc;
-    struct om_s3_part *parts = calloc((size_t)n, sizeof(*parts));
-    if (!parts)
-        rc = -ENOMEM;
-    for (int i = 0; i < n && !rc; i++) {
-        uint64_t first = (uint64_t)i * part, last = OM_MIN(first + part, o->size) - 1;
-        parts[i].number = i + 1;
-        rc = om_s3_part_copy(ns->s3, dst, id, i + 1, src, first, last, o->etag, parts[i].etag,
-                             &err);
-    }
-    if (!rc)
-        rc = om_s3_mpu_complete(ns->s3, dst, id, parts, n, NULL, &err);
-    if (rc)
-        om_s3_mpu_abort(ns->s3, dst, id, NULL);
-    free(parts);
-    free(id);
-    return rc;
-}
-
 /* The server does not copy: download to a temporary file, upload it with
  * the commit's verification. */
 static int copy_through(struct om_ns *ns, const char *src, const char *dst,
-                        const struct om_s3_object *o)
+                        const struct om_object *o)
 {
     if (!ns->writers)
         return -EROFS;
@@ -335,8 +312,8 @@ static int copy_through(struct om_ns *ns, const char *src, const char *dst,
     int rc = o->size && !buf ? -ENOMEM : 0;
     for (uint64_t off = 0; off < o->size && !rc;) {
         uint64_t want = OM_MIN((uint64_t)CHUNK, o->size - off);
-        struct om_s3_error err;
-        ssize_t got = om_s3_get_range(ns->s3, src, off, want, o->etag, buf, NULL, &err);
+        struct om_store_error err;
+        ssize_t got = om_store_get_range(ns->store, src, off, want, o->etag, buf, NULL, &err);
         if (got != (ssize_t)want)
             rc = got < 0 ? (int)got : -EIO;
         else if (pwrite(fd, buf, (size_t)want, (off_t)off) != (ssize_t)want)
@@ -361,30 +338,52 @@ static int copy_through(struct om_ns *ns, const char *src, const char *dst,
 /* Copy src to dst, keeping its metadata, and check the size of the copy.
  * copy (may be NULL) receives what a HEAD of dst shows: a copy's ETag may
  * differ from the source's (Swift gives a copy of a multipart object a
- * plain MD5). */
+ * plain MD5). The store copies on its side where it can (in parts past
+ * its copy limit), else the bytes go through this host. */
 static int copy_object(struct om_ns *ns, const char *src, const char *dst,
-                       struct om_s3_object *copy)
+                       struct om_object *copy)
 {
-    struct om_s3_object o, c;
-    struct om_s3_error err;
-    int rc = om_s3_head(ns->s3, src, &o, &err);
+    struct om_object o, c;
+    struct om_store_error err;
+    int rc = om_store_head(ns->store, src, &o, &err);
     if (rc)
         return rc;
-    if (o.size <= COPY_LIMIT)
-        rc = om_s3_copy(ns->s3, src, dst, o.etag, NULL, NULL, &err);
-    else
-        rc = copy_multipart(ns, src, dst, &o);
+    rc = om_store_copy(ns->store, src, &o, dst, NULL, NULL, &err);
     if (rc == -ENOSYS || rc == -ENOTSUP) {
         om_info("%s does not copy on the server side (%s): copying %s through this host",
-                "the endpoint", err.code[0] ? err.code : "not implemented", src);
+                om_store_bucket_name(ns->store), err.code[0] ? err.code : "not implemented",
+                src);
         rc = copy_through(ns, src, dst, &o);
     }
     if (rc)
         return rc;
-    rc = om_s3_head(ns->s3, dst, &c, &err);
+    rc = om_store_head(ns->store, dst, &c, &err);
     if (!rc && c.size != o.size) {
         om_error("copy of %s to %s has %" PRIu64 " bytes instead of %" PRIu64, src, dst, c.size,
                  o.size);
+        rc = -EIO;
+    }
+    if (!rc && copy)
+        *copy = c;
+    return rc;
+}
+
+/* Move src to dst where the store renames in place (AIStore): a HEAD for
+ * the version it must still be, the rename, a HEAD of what dst holds now
+ * (copy, may be NULL). */
+static int rename_object(struct om_ns *ns, const char *src, const char *dst,
+                         struct om_object *copy)
+{
+    struct om_object o, c;
+    struct om_store_error err;
+    int rc = om_store_head(ns->store, src, &o, &err);
+    if (!rc)
+        rc = om_store_rename(ns->store, src, dst, o.etag, &err);
+    if (!rc)
+        rc = om_store_head(ns->store, dst, &c, &err);
+    if (!rc && c.size != o.size) {
+        om_error("rename of %s to %s left %" PRIu64 " bytes instead of %" PRIu64, src, dst,
+                 c.size, o.size);
         rc = -EIO;
     }
     if (!rc && copy)
@@ -400,7 +399,7 @@ static int copy_object(struct om_ns *ns, const char *src, const char *dst,
  * to delete or overwrite), and change only once the rename happened: a
  * failed commit, copy or DELETE leaves both files' writers as they were. */
 static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const char *dst,
-                       uint64_t over_ino, struct om_s3_object *copy)
+                       uint64_t over_ino, struct om_object *copy)
 {
     struct om_writer *w = om_writer_find(ns->writers, ino);
     struct om_writer *over = over_ino ? om_writer_find(ns->writers, over_ino) : NULL;
@@ -416,11 +415,12 @@ static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const ch
         struct om_commit_result res;
         rc = om_writer_commit_held(w, &res);
     }
+    bool in_place = om_store_caps(ns->store)->rename;
     if (!rc)
-        rc = copy_object(ns, src, dst, copy);
-    struct om_s3_error err;
-    if (!rc) {
-        rc = om_s3_delete(ns->s3, src, &err);
+        rc = in_place ? rename_object(ns, src, dst, copy) : copy_object(ns, src, dst, copy);
+    struct om_store_error err;
+    if (!rc && !in_place) {
+        rc = om_store_delete(ns->store, src, &err);
         if (rc == -ENOENT)
             rc = 0;
         if (rc && !over_ino) {
@@ -428,8 +428,8 @@ static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const ch
             om_warn("renaming %s to %s: DELETE of the old name failed (%s, HTTP %ld %s): the "
                     "copy is removed, the file keeps its name",
                     src, dst, strerror(-rc), err.status, err.code);
-            struct om_s3_error derr;
-            om_s3_delete(ns->s3, dst, &derr);
+            struct om_store_error derr;
+            om_store_delete(ns->store, dst, &derr);
         } else if (rc) {
             om_error("renaming %s to %s: DELETE of the old name failed (%s, HTTP %ld %s): %s "
                      "now holds a copy of it (the file it replaced cannot be brought back)",
@@ -483,23 +483,26 @@ static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
     if (om_writers_busy_under(ns->writers, src))
         return -EBUSY;
     struct key_list keys = {.limit = ns->cfg.max_rename_keys};
-    struct om_s3_error err;
-    int rc = om_s3_list_all(ns->s3, src, NULL, collect_key, &keys, &err);
+    struct om_store_error err;
+    int rc = om_store_list_all(ns->store, src, NULL, collect_key, &keys, &err);
     if (rc == -EXDEV)
         om_info("renaming %s: more than %" PRIu64 " keys (max_rename_keys); mv copies it instead",
                 src, ns->cfg.max_rename_keys);
     size_t slen = strlen(src);
-    /* copy everything first: the old names stay until every copy exists */
+    /* copy everything first: the old names stay until every copy exists
+     * (a store that renames in place moves each key instead) */
+    bool in_place = om_store_caps(ns->store)->rename;
     for (size_t i = 0; i < keys.n && !rc; i++) {
         char *to = NULL;
         if (asprintf(&to, "%s%s", dst, keys.v[i] + slen) < 0)
             rc = -ENOMEM;
         else
-            rc = copy_object(ns, keys.v[i], to, NULL);
+            rc = in_place ? rename_object(ns, keys.v[i], to, NULL)
+                          : copy_object(ns, keys.v[i], to, NULL);
         free(to);
     }
-    for (size_t i = 0; i < keys.n && !rc; i++) {
-        int d = om_s3_delete(ns->s3, keys.v[i], &err);
+    for (size_t i = 0; i < keys.n && !rc && !in_place; i++) {
+        int d = om_store_delete(ns->store, keys.v[i], &err);
         if (d && d != -ENOENT)
             rc = d;
     }
@@ -519,7 +522,7 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (flags & ~(unsigned)RENAME_NOREPLACE)
         return -EINVAL; /* RENAME_EXCHANGE, RENAME_WHITEOUT */
     struct om_attr a, b;
-    struct om_s3_object copy = {0};
+    struct om_object copy = {0};
     char *src = NULL, *dst = NULL, *old = NULL;
     int rc = om_meta_resolve(ns->meta, parent, name, &a, &src);
     if (rc)
@@ -545,7 +548,7 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (!rc && !(dst = child_key(ns, newparent, newname, dir)))
         rc = -ENOMEM;
     if (!rc)
-        rc = key_too_long(dst);
+        rc = key_too_long(ns, dst);
     if (!rc)
         rc = dir ? rename_dir(ns, src, dst)
                  : rename_file(ns, a.ino, src, dst, exists == 0 ? b.ino : 0, &copy);
@@ -574,7 +577,7 @@ ssize_t om_ns_getxattr(struct om_ns *ns, uint64_t ino, const char *name, char *b
         return -ENODATA;
     char *key = NULL;
     bool exists = false;
-    struct om_s3_object o;
+    struct om_object o;
     memset(&o, 0, sizeof(o));
     int rc = om_meta_object(ns->meta, ino, &key, &exists, &o);
     const char *value;
@@ -588,8 +591,8 @@ ssize_t om_ns_getxattr(struct om_ns *ns, uint64_t ino, const char *name, char *b
         return rc;
     if (which == 2 && !o.content_type[0] && exists) {
         /* listings do not carry it: ask */
-        struct om_s3_error err;
-        if (om_s3_head(ns->s3, key, &o, &err) != 0)
+        struct om_store_error err;
+        if (om_store_head(ns->store, key, &o, &err) != 0)
             o.content_type[0] = '\0';
     }
     value = which == 0 ? o.etag : which == 1 ? key : o.content_type;

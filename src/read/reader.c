@@ -98,7 +98,7 @@ struct om_read_seg {
     bool filling;    /* one of the memory fill's GETs in flight (fill_memory) */
     struct om_read_seg *next; /* object list, by offset */
     struct om_read_seg *lru_prev, *lru_next;
-    struct om_s3_get get;
+    struct om_store_get get;
 };
 
 #define OM_PAST_RUNS 8 /* run starts of closed handles an object remembers */
@@ -139,7 +139,7 @@ struct robj {
     /* the object's attributes, from the first GET of it that succeeded: a
      * lookup for the open of an object the pool holds whole is answered
      * from them, without a request */
-    struct om_s3_object head;
+    struct om_object head;
     bool has_head;
     uint64_t head_ms; /* when that GET ended */
     uint64_t prefetch_bytes; /* what the prefetch fetched of it */
@@ -159,7 +159,7 @@ struct whole_fetch {
 };
 
 struct om_readers {
-    struct om_s3 *s3;
+    struct om_store *store;
     struct om_readers_config cfg;
     struct whole_fetch *fetching;
     /* cfg's numbers the read plans use */
@@ -465,7 +465,7 @@ static void seg_loaded(struct om_readers *rs, struct om_read_seg *s, bool ok)
     obj_check(rs, o); /* its last handle may have closed meanwhile */
 }
 
-static void on_get_done(struct om_s3_get *g)
+static void on_get_done(struct om_store_get *g)
 {
     struct om_read_seg *s = g->ud;
     struct robj *o = s->o;
@@ -609,7 +609,7 @@ static struct om_read_seg *seg_start(struct om_reader *r, uint64_t off, uint64_t
 static void submit_get(struct om_readers *rs, struct om_read_seg *s)
 {
     struct robj *o = s->o;
-    s->get = (struct om_s3_get){
+    s->get = (struct om_store_get){
         .key = o->key,
         .off = s->off,
         .len = s->len,
@@ -625,7 +625,7 @@ static void submit_get(struct om_readers *rs, struct om_read_seg *s)
     rs->st.get_bytes += s->len;
     if (s->prefetch)
         rs->st.prefetch_gets++;
-    int rc = om_s3_get_submit(rs->s3, &s->get);
+    int rc = om_store_get_submit(rs->store, &s->get);
     if (rc) {
         o->loading--;
         s->state = SEG_ERROR;
@@ -731,9 +731,9 @@ static void *fill_worker(void *arg)
                 uint64_t off = b * OM_DCACHE_BLOCK;
                 uint64_t len = OM_MIN(n * OM_DCACHE_BLOCK, f->o.size - off);
                 char *buf = malloc((size_t)len);
-                struct om_s3_object obj;
-                struct om_s3_error err;
-                ssize_t got = buf ? om_s3_get_range(rs->s3, f->key, off, len, f->etag, buf, &obj,
+                struct om_object obj;
+                struct om_store_error err;
+                ssize_t got = buf ? om_store_get_range(rs->store, f->key, off, len, f->etag, buf, &obj,
                                                     &err)
                                   : -ENOMEM;
                 if (got == (ssize_t)len) {
@@ -1018,7 +1018,7 @@ static void stash_drop_other_versions(struct om_readers *rs, const char *key, co
 
 /* ---- readers ---- */
 
-struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_config *cfg)
+struct om_readers *om_readers_new(struct om_store *store, const struct om_readers_config *cfg)
 {
     struct om_readers *rs = calloc(1, sizeof(*rs));
     if (!rs)
@@ -1027,7 +1027,7 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
         free(rs);
         return NULL;
     }
-    rs->s3 = s3;
+    rs->store = store;
     rs->cfg = *cfg;
     if (rs->cfg.prefetch_max < rs->cfg.prefetch_initial)
         rs->cfg.prefetch_max = rs->cfg.prefetch_initial;
@@ -1067,7 +1067,7 @@ struct om_readers *om_readers_new(struct om_s3 *s3, const struct om_readers_conf
  * object, and a lookup must see that as an attribute refresh would). false
  * when the pool cannot answer. */
 static bool pool_answers(struct om_readers *rs, const char *key, const char *etag,
-                         uint64_t size, struct om_s3_object *obj)
+                         uint64_t size, struct om_object *obj)
 {
     if (!etag || !etag[0])
         return false;
@@ -1129,7 +1129,7 @@ static bool cached_whole(struct om_readers *rs, const char *key, const char *eta
  * takes buf (maplen bytes mapped, n of them the object) unless the version
  * is already read through the mount. Caller holds lock; false when buf is
  * still the caller's. */
-static bool stash_put(struct om_readers *rs, const char *key, const struct om_s3_object *obj,
+static bool stash_put(struct om_readers *rs, const char *key, const struct om_object *obj,
                       char *buf, size_t maplen, uint64_t n)
 {
     stash_drop_other_versions(rs, key, obj->etag, obj->size);
@@ -1218,12 +1218,12 @@ int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag
 }
 
 static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
-                       const char *listed_etag, struct om_s3_object *obj,
-                       struct om_s3_error *err);
+                       const char *listed_etag, struct om_object *obj,
+                       struct om_store_error *err);
 
 int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
-                           const char *listed_etag, struct om_s3_object *obj,
-                           struct om_s3_error *err)
+                           const char *listed_etag, struct om_object *obj,
+                           struct om_store_error *err)
 {
     /* one whole-object GET of a key at a time: the others wait for it */
     struct whole_fetch me = {.key = key};
@@ -1251,13 +1251,13 @@ int om_readers_fetch_whole(struct om_readers *rs, const char *key, uint64_t size
 }
 
 static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
-                       const char *listed_etag, struct om_s3_object *obj,
-                       struct om_s3_error *err)
+                       const char *listed_etag, struct om_object *obj,
+                       struct om_store_error *err)
 {
     if (pool_answers(rs, key, listed_etag, size, obj))
         return 0;
     if (cached_whole(rs, key, listed_etag, size))
-        return om_s3_head(rs->s3, key, obj, err);
+        return om_store_head(rs->store, key, obj, err);
     size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);
     pthread_mutex_lock(&rs->lock);
     if (++rs->win_lookups >= LOOKUP_WINDOW) {
@@ -1269,8 +1269,8 @@ static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
         rs->st.lookup_heads++;
     pthread_mutex_unlock(&rs->lock);
     if (!buf)
-        return om_s3_head(rs->s3, key, obj, err);
-    ssize_t n = om_s3_get_range(rs->s3, key, 0, size, NULL, buf, obj, err);
+        return om_store_head(rs->store, key, obj, err);
+    ssize_t n = om_store_get_range(rs->store, key, 0, size, NULL, buf, obj, err);
     pthread_mutex_lock(&rs->lock);
     rs->st.lookup_gets++;
     if (n > 0 && (uint64_t)n == obj->size && obj->etag[0] &&
@@ -1282,7 +1282,7 @@ static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
     /* Emptied since it was listed, or the GET failed (a stat must not fail
      * because reads do): the HEAD answers. */
     if (n == 0 || (n < 0 && n != -ENOENT))
-        return om_s3_head(rs->s3, key, obj, err);
+        return om_store_head(rs->store, key, obj, err);
     return n < 0 ? (int)n : 0;
 }
 
@@ -1387,7 +1387,7 @@ static void cancel_loading(struct om_reader *r, uint64_t from, bool all)
     for (struct om_read_seg *s = r->o->segs; s; s = s->next) {
         if (s->state == SEG_LOADING && !s->from_cache && s->off >= from && s->pins == 0 &&
             (all || s->starter == r))
-            om_s3_get_cancel(r->rs->s3, &s->get);
+            om_store_get_cancel(r->rs->store, &s->get);
     }
 }
 

@@ -21,22 +21,6 @@
 #include "objmount/util.h"
 #include "writer_int.h"
 
-static bool plain_md5(const char *etag)
-{
-    if (strlen(etag) != 32)
-        return false;
-    for (const char *p = etag; *p; p++)
-        if (!strchr("0123456789abcdefABCDEF", *p))
-            return false;
-    return true;
-}
-
-static bool multipart_shaped(const char *etag)
-{
-    const char *dash = strchr(etag, '-');
-    return dash && dash - etag == 32 && dash[1];
-}
-
 /* Whole-object MD5 of the staging file: the running digest when it covers
  * the whole file, else read back. */
 static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD5_LEN])
@@ -53,73 +37,33 @@ static int whole_md5(struct om_writer *w, uint64_t size, unsigned char out[OM_MD
     return rc;
 }
 
-/* After PUT or Complete: the object must be what the staging file holds. */
-static int verify(struct om_writer *w, uint64_t size, const unsigned char *known_md5,
-                  const char *mp_etag, char *etag_out)
+/* The digest of type t of the staging file's first size bytes, into have. */
+static int local_sum(struct om_writer *w, uint64_t size, enum om_sum_type t,
+                     struct om_local_sums *have)
+{
+    enum om_digest_kind kind;
+    if (!om_sum_digest_kind(t, &kind))
+        return -EINVAL;
+    unsigned char d[OM_SHA512_LEN];
+    int rc = kind == OM_DIGEST_MD5 ? whole_md5(w, size, d)
+                                   : om_digest_fd_range(kind, w->fd, 0, size, d);
+    if (rc)
+        return rc;
+    if (kind != OM_DIGEST_MD5)
+        wi_count_hashed(w->ws, size);
+    om_local_sums_set(have, kind, d);
+    return 0;
+}
+
+/* Read the stored object (version etag) back and compare its MD5 with the
+ * staging file's. */
+static int read_back(struct om_writer *w, uint64_t size, const char *etag,
+                     struct om_local_sums *have)
 {
     struct om_writers *ws = w->ws;
-    struct om_s3_object o;
-    struct om_s3_error err;
-    int rc = om_s3_head(ws->s3, w->key, &o, &err);
-    if (rc) {
-        snprintf(w->last_error, sizeof(w->last_error), "HEAD after commit: %s", strerror(-rc));
+    int rc = 0;
+    if (!have->have_md5 && (rc = local_sum(w, size, OM_SUM_MD5, have)) != 0)
         return rc;
-    }
-    if (o.size != size) {
-        snprintf(w->last_error, sizeof(w->last_error),
-                 "stored object has %" PRIu64 " bytes, %" PRIu64 " were written", o.size, size);
-        om_error("%s: %s", w->key, w->last_error);
-        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
-        return -EBADMSG;
-    }
-    om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
-    unsigned char md5[OM_MD5_LEN];
-    char hex[2 * OM_MD5_LEN + 1] = "";
-    const char *how;
-    if (mp_etag && strcasecmp(o.etag, mp_etag) == 0) {
-        how = "multipart ETag";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_multipart++;
-        pthread_mutex_unlock(&ws->lock);
-        wi_learn_etag_form(ws, OM_ETAG_FORM_PARTS);
-    } else if (plain_md5(o.etag) || multipart_shaped(o.etag)) {
-        if (known_md5)
-            memcpy(md5, known_md5, OM_MD5_LEN);
-        else if ((rc = whole_md5(w, size, md5)) != 0)
-            return rc;
-        om_hex(md5, OM_MD5_LEN, hex);
-        if (strcasecmp(o.etag, hex) != 0) {
-            snprintf(w->last_error, sizeof(w->last_error),
-                     "stored ETag %s matches neither the MD5 %s nor the multipart ETag %s",
-                     o.etag, hex, mp_etag ? mp_etag : "-");
-            om_error("%s: %s", w->key, w->last_error);
-            om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
-            return -EBADMSG;
-        }
-        how = "MD5 ETag";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_md5++;
-        pthread_mutex_unlock(&ws->lock);
-        if (mp_etag)
-            wi_learn_etag_form(ws, OM_ETAG_FORM_WHOLE);
-    } else {
-        how = "size only (the server's ETags are not MD5s)";
-        pthread_mutex_lock(&ws->lock);
-        ws->st.verified_size_only++;
-        pthread_mutex_unlock(&ws->lock);
-        if (mp_etag)
-            wi_learn_etag_form(ws, OM_ETAG_FORM_OPAQUE);
-    }
-    om_debug("%s: verified by %s", w->key, how);
-    if (!ws->cfg.verify_read)
-        return 0;
-    /* read it back and compare digests */
-    if (!hex[0]) {
-        if (known_md5)
-            memcpy(md5, known_md5, OM_MD5_LEN);
-        else if ((rc = whole_md5(w, size, md5)) != 0)
-            return rc;
-    }
     enum { CHUNK = 8 << 20 };
     char *buf = malloc(CHUNK);
     struct om_digest d;
@@ -127,9 +71,10 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
         free(buf);
         return -ENOMEM;
     }
+    struct om_store_error err;
     for (uint64_t off = 0; off < size && !rc;) {
         uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
-        ssize_t got = om_s3_get_range(ws->s3, w->key, off, want, o.etag, buf, NULL, &err);
+        ssize_t got = om_store_get_range(ws->store, w->key, off, want, etag, buf, NULL, &err);
         if (got != (ssize_t)want)
             rc = got < 0 ? (int)got : -EIO;
         else
@@ -144,10 +89,10 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
     if (!rc)
         wi_count_hashed(ws, size);
     free(buf);
-    if (!rc && memcmp(back, md5, OM_MD5_LEN) != 0) {
+    if (!rc && memcmp(back, have->md5, OM_MD5_LEN) != 0) {
         snprintf(w->last_error, sizeof(w->last_error), "read back differs from what was written");
         om_error("%s: %s", w->key, w->last_error);
-        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
+        om_strlcpy(w->left_etag, etag, sizeof(w->left_etag));
         rc = -EBADMSG;
     }
     if (!rc) {
@@ -158,25 +103,95 @@ static int verify(struct om_writer *w, uint64_t size, const unsigned char *known
     return rc;
 }
 
+/* After PUT or Complete: the object must be what the staging file holds.
+ * A HEAD gives its size and the digest the store states of it (an MD5
+ * ETag, the multipart ETag of these very parts, AIStore's checksum);
+ * om_sum_check compares that with ours, computing the digest we lack. A
+ * firm digest of other bytes fails the commit; what no digest proves (no
+ * digest stated, or one read off a token's shape that differs) is read
+ * back and compared, unless verify=size; verify=read reads back always.
+ * multipart: the upload had parts (the ETag form is learned from it). */
+static int verify(struct om_writer *w, uint64_t size, struct om_local_sums *have, bool multipart,
+                  char *etag_out)
+{
+    struct om_writers *ws = w->ws;
+    struct om_object o;
+    struct om_store_error err;
+    int rc = om_store_head(ws->store, w->key, &o, &err);
+    if (rc) {
+        snprintf(w->last_error, sizeof(w->last_error), "HEAD after commit: %s", strerror(-rc));
+        return rc;
+    }
+    if (o.size != size) {
+        snprintf(w->last_error, sizeof(w->last_error),
+                 "stored object has %" PRIu64 " bytes, %" PRIu64 " were written", o.size, size);
+        om_error("%s: %s", w->key, w->last_error);
+        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
+        return -EBADMSG;
+    }
+    om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
+    enum om_proof proof = om_sum_check(&o.sum, have);
+    if (proof == OM_PROOF_MISSING) {
+        if ((rc = local_sum(w, size, o.sum.type, have)) != 0)
+            return rc;
+        proof = om_sum_check(&o.sum, have);
+    }
+    if (proof == OM_PROOF_MISMATCH) {
+        snprintf(w->last_error, sizeof(w->last_error),
+                 "the %s the store states of the object (%.70s) is not the one of what was "
+                 "written",
+                 om_sum_type_name(o.sum.type), o.sum.hex);
+        om_error("%s: %s", w->key, w->last_error);
+        om_strlcpy(w->left_etag, o.etag, sizeof(w->left_etag));
+        return -EBADMSG;
+    }
+    bool proven = proof == OM_PROOF_MATCH;
+    pthread_mutex_lock(&ws->lock);
+    if (!proven)
+        ; /* counted below, by how it ends */
+    else if (o.sum.type == OM_SUM_MD5)
+        ws->st.verified_md5++;
+    else if (o.sum.type == OM_SUM_MD5_PARTS)
+        ws->st.verified_multipart++;
+    else
+        ws->st.verified_checksum++;
+    pthread_mutex_unlock(&ws->lock);
+    if (multipart)
+        wi_learn_etag_form(ws, !proven                          ? OM_ETAG_FORM_OPAQUE
+                               : o.sum.type == OM_SUM_MD5_PARTS ? OM_ETAG_FORM_PARTS
+                               : o.sum.type == OM_SUM_MD5       ? OM_ETAG_FORM_WHOLE
+                                                                : OM_ETAG_FORM_OPAQUE);
+    if (proven && !ws->cfg.verify_read) {
+        om_debug("%s: verified by its %s", w->key, om_sum_type_name(o.sum.type));
+        return 0;
+    }
+    if (!proven && ws->cfg.verify_size) {
+        om_debug("%s: verified by its size only (%s; verify=size)", w->key,
+                 o.sum.type ? "its ETag only looks like a digest" : "the store states no digest");
+        pthread_mutex_lock(&ws->lock);
+        ws->st.verified_size_only++;
+        pthread_mutex_unlock(&ws->lock);
+        return 0;
+    }
+    return read_back(w, size, o.etag, have);
+}
+
 /* One attempt at a single PUT. Caller holds no lock; committing is set. */
 static int put_once(struct om_writer *w, uint64_t size, const struct om_file_meta *m,
                     char *etag)
 {
-    unsigned char md5[OM_MD5_LEN];
-    int rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, md5);
+    struct om_local_sums have = {.have_md5 = true};
+    int rc = om_digest_fd_range(OM_DIGEST_MD5, w->fd, 0, size, have.md5);
     if (rc)
         return rc;
     wi_count_hashed(w->ws, size);
-    struct om_header_list h = {0};
-    om_file_meta_headers(m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
+    struct om_put_opts opts = {.meta = m};
     struct om_http_body body = {.kind = OM_BODY_FD, .fd = w->fd, .off = 0, .len = size};
-    struct om_s3_error err;
-    char put_etag[OM_ETAG_MAX] = "";
-    rc = om_s3_put(w->ws->s3, w->key, &body, md5, &opts, put_etag, &err);
-    om_headers_free(&h);
-    if (rc == -EBADMSG && put_etag[0]) /* stored, but other bytes than were sent */
-        om_strlcpy(w->left_etag, put_etag, sizeof(w->left_etag));
+    struct om_store_error err;
+    struct om_object stored = {0};
+    rc = om_store_put(w->ws->store, w->key, &body, have.md5, &opts, &stored, &err);
+    if (rc == -EBADMSG && stored.etag[0]) /* stored, but other bytes than were sent */
+        om_strlcpy(w->left_etag, stored.etag, sizeof(w->left_etag));
     if (rc) {
         snprintf(w->last_error, sizeof(w->last_error), "PutObject: %s%s%s%s%.120s", strerror(-rc),
                  err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "", err.message);
@@ -185,7 +200,7 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     pthread_mutex_lock(&w->ws->lock);
     w->ws->st.bytes_uploaded += size;
     pthread_mutex_unlock(&w->ws->lock);
-    return verify(w, size, md5, NULL, etag);
+    return verify(w, size, &have, false, etag);
 }
 
 /* One attempt at a multipart upload of the file as it is now (*size: the
@@ -204,6 +219,12 @@ again:
     for (int i = 0; i < w->nparts; i++)
         w->parts[i]->failures = 0;
     for (;;) {
+        if (!w->working && w->inflight == 0 && wi_upload_spoiled(w)) {
+            /* a store that takes each part number once: begin anew */
+            pthread_mutex_unlock(&w->lock);
+            wi_abort_upload(w);
+            pthread_mutex_lock(&w->lock);
+        }
         /* everything not stored yet goes out, including parts that came back
          * changed from an upload that was under way when the commit began */
         bool queued = false, all_done = true;
@@ -235,7 +256,7 @@ again:
     int n = 0;
     for (int i = 0; i < w->nparts; i++)
         n += w->parts[i]->len > 0;
-    struct om_s3_part *list = calloc((size_t)n, sizeof(*list));
+    struct om_store_part *list = calloc((size_t)n, sizeof(*list));
     unsigned char(*md5s)[OM_MD5_LEN] = calloc((size_t)n, OM_MD5_LEN);
     if (!list || !md5s) {
         free(list);
@@ -254,10 +275,13 @@ again:
     char *id = strdup(w->upload_id);
     *size = w->size; /* what the parts hold: they cover [0, size) */
     pthread_mutex_unlock(&w->lock);
-    char mp[OM_ETAG_MAX], done_etag[OM_ETAG_MAX];
-    om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, n, mp);
-    struct om_s3_error err;
-    int rc = id ? om_s3_mpu_complete(w->ws->s3, w->key, id, list, n, done_etag, &err) : -ENOMEM;
+    struct om_local_sums have = {.have_parts = true, .nparts = n};
+    struct om_sum parts_sum;
+    om_sum_of_parts((const unsigned char(*)[OM_MD5_LEN])md5s, n, &parts_sum);
+    om_unhex(parts_sum.hex, have.parts_md5, OM_MD5_LEN);
+    char done_etag[OM_ETAG_MAX];
+    struct om_store_error err;
+    int rc = id ? om_store_mpu_complete(w->ws->store, w->key, id, list, n, done_etag, &err) : -ENOMEM;
     free(list);
     free(md5s);
     free(id);
@@ -275,7 +299,7 @@ again:
         w->upload_id = NULL;
         w->upload_seq++;
         pthread_mutex_unlock(&w->lock);
-        rc = verify(w, *size, NULL, mp, etag);
+        rc = verify(w, *size, &have, true, etag);
     }
     pthread_mutex_lock(&w->lock);
     return rc;
@@ -305,11 +329,11 @@ static void remove_left_object(struct om_writer *w)
     if (!left[0])
         return;
     pthread_mutex_unlock(&w->lock);
-    struct om_s3_object o;
-    struct om_s3_error err;
-    int rc = om_s3_head(w->ws->s3, w->key, &o, &err);
+    struct om_object o;
+    struct om_store_error err;
+    int rc = om_store_head(w->ws->store, w->key, &o, &err);
     if (rc == 0 && strcmp(o.etag, left) == 0)
-        rc = om_s3_delete(w->ws->s3, w->key, &err);
+        rc = om_store_delete(w->ws->store, w->key, &err);
     else if (rc == 0)
         rc = -EEXIST;
     pthread_mutex_lock(&w->lock);
@@ -494,17 +518,14 @@ int om_writer_flush(struct om_writer *w, enum om_flusher who)
 }
 
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
-                         const struct om_file_meta *m, struct om_s3_object *obj)
+                         const struct om_file_meta *m, struct om_object *obj)
 {
-    if (size > (5ULL << 30))
-        return -ENOTSUP;
-    struct om_header_list h = {0};
-    om_file_meta_headers(m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
-    char newetag[OM_ETAG_MAX];
-    struct om_s3_error err;
-    int rc = om_s3_copy(ws->s3, key, key, etag && *etag ? etag : NULL, &opts, newetag, &err);
-    om_headers_free(&h);
+    struct om_object src = {.size = size};
+    if (etag)
+        om_strlcpy(src.etag, etag, sizeof(src.etag));
+    char newetag[OM_ETAG_MAX] = "";
+    struct om_store_error err;
+    int rc = om_store_set_meta(ws->store, key, &src, m, newetag, &err);
     if (rc) {
         om_warn("storing metadata of %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status,
                 err.code);

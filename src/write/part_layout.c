@@ -3,10 +3,7 @@
 
 #include <errno.h>
 
-#include "objmount/s3.h"
 #include "objmount/util.h"
-
-_Static_assert(OM_PART_MAX == OM_S3_MAX_PARTS, "the tiers hold exactly the parts S3 allows");
 
 int om_part_of(uint64_t part_size, uint64_t off, uint64_t *start, uint64_t *len)
 {

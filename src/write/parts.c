@@ -65,7 +65,7 @@ void wi_queue_passed(struct om_writer *w, uint64_t off)
         wi_schedule(w);
 }
 
-static void part_done(struct om_s3_part_put *put)
+static void part_done(struct om_store_part_put *put)
 {
     struct part *p = put->ud;
     struct om_writer *w = p->w;
@@ -89,6 +89,19 @@ static void part_done(struct om_s3_part_put *put)
         pthread_mutex_unlock(&ws->lock);
     } else if (changed) {
         p->state = P_IDLE; /* written again while going out: not a failure */
+    } else if (!om_store_caps(ws->store)->part_replace) {
+        /* its number may hold part of what went out: not sent again into
+         * this upload (the store would lose a part sent twice); the commit
+         * begins a new upload */
+        p->state = P_IDLE;
+        w->part_failed = true;
+        snprintf(w->last_error, sizeof(w->last_error), "part %d: %s%s%.180s", p->number,
+                 strerror(-put->error), put->err.message[0] ? ": " : "", put->err.message);
+        om_warn("upload of %s part %d failed (%s): the upload begins again", w->key, p->number,
+                w->last_error);
+        pthread_mutex_lock(&ws->lock);
+        ws->st.part_retries++;
+        pthread_mutex_unlock(&ws->lock);
     } else {
         p->failures++;
         snprintf(w->last_error, sizeof(w->last_error), "part %d: %s%s%.180s", p->number,
@@ -118,19 +131,7 @@ static void part_done(struct om_s3_part_put *put)
     pthread_mutex_unlock(&w->lock);
 }
 
-void om_file_meta_headers(const struct om_file_meta *m, struct om_header_list *h)
-{
-    if (m->has_mode)
-        om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
-    if (m->has_uid)
-        om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
-    if (m->has_gid)
-        om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
-    if (m->has_mtime)
-        om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
-}
-
-void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_s3_object *obj)
+void om_file_meta_object(const struct om_file_meta *m, uint64_t size, struct om_object *obj)
 {
     obj->size = size;
     obj->mtime = time(NULL);
@@ -154,13 +155,10 @@ static int ensure_upload(struct om_writer *w)
     pthread_mutex_unlock(&w->lock);
     if (have)
         return 0;
-    struct om_header_list h = {0};
-    om_file_meta_headers(&m, &h);
-    struct om_s3_put_opts opts = {.meta = &h};
+    struct om_put_opts opts = {.meta = &m};
     char *id = NULL;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_create(w->ws->s3, w->key, &opts, &id, &err);
-    om_headers_free(&h);
+    struct om_store_error err;
+    int rc = om_store_mpu_create(w->ws->store, w->key, &opts, &id, &err);
     pthread_mutex_lock(&w->lock);
     if (rc) {
         snprintf(w->last_error, sizeof(w->last_error), "CreateMultipartUpload: %s %s",
@@ -266,8 +264,8 @@ static bool copy_part(struct om_writer *w, struct part *p)
     uint32_t seq = w->upload_seq;
     p->state = P_COPYING;
     pthread_mutex_unlock(&w->lock);
-    struct om_s3_error err;
-    int rc = om_s3_part_copy(ws->s3, w->key, id, p->number, w->key, off, off + len - 1, src_etag,
+    struct om_store_error err;
+    int rc = om_store_part_copy(ws->store, w->key, id, p->number, w->key, off, off + len - 1, src_etag,
                              etag, &err);
     free(id);
     bool differs = rc == 0 && copy_etag_differs(etag, p->md5);
@@ -378,7 +376,12 @@ static void work_on(struct om_writer *w)
             p->state = P_IDLE; /* written again while it was copied: hashed again later */
             continue;
         }
-        p->put = (struct om_s3_part_put){
+        if (!om_store_caps(ws->store)->part_replace && p->sent_seq == w->upload_seq) {
+            p->state = P_IDLE; /* its number went out already: the commit begins anew */
+            continue;
+        }
+        p->sent_seq = w->upload_seq;
+        p->put = (struct om_store_part_put){
             .key = w->key,
             .upload_id = w->upload_id,
             .number = p->number,
@@ -390,7 +393,7 @@ static void work_on(struct om_writer *w)
         p->state = P_UPLOADING;
         p->up_seq = w->upload_seq;
         w->inflight++;
-        if (om_s3_part_submit(ws->s3, &p->put) != 0) {
+        if (om_store_part_submit(ws->store, &p->put) != 0) {
             w->inflight--;
             p->state = P_IDLE;
             w->part_failed = true;
@@ -425,6 +428,18 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+bool wi_upload_spoiled(struct om_writer *w)
+{
+    if (!w->upload_id || om_store_caps(w->ws->store)->part_replace)
+        return false;
+    for (int i = 0; i < w->nparts; i++) {
+        struct part *p = w->parts[i];
+        if (p->len > 0 && p->sent_seq == w->upload_seq && p->gen != p->up_gen)
+            return true; /* changed after its number went out */
+    }
+    return false;
+}
+
 void wi_abort_upload(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);
@@ -447,8 +462,8 @@ void wi_abort_upload(struct om_writer *w)
     pthread_mutex_unlock(&w->lock);
     if (!id)
         return;
-    struct om_s3_error err;
-    int rc = om_s3_mpu_abort(w->ws->s3, w->key, id, &err);
+    struct om_store_error err;
+    int rc = om_store_mpu_abort(w->ws->store, w->key, id, &err);
     if (rc && rc != -ENOENT)
         om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
                 "uploads abort)",

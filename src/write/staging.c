@@ -310,8 +310,8 @@ static int materialize(struct om_writer *w)
     int rc = size && !buf ? -ENOMEM : 0;
     for (uint64_t off = 0; off < size && !rc;) {
         uint64_t want = OM_MIN((uint64_t)CHUNK, size - off);
-        struct om_s3_error err;
-        ssize_t got = om_s3_get_range(w->ws->s3, key, off, want, etag[0] ? etag : NULL, buf, NULL,
+        struct om_store_error err;
+        ssize_t got = om_store_get_range(w->ws->store, key, off, want, etag[0] ? etag : NULL, buf, NULL,
                                       &err);
         if (got != (ssize_t)want) {
             rc = got < 0 ? (int)got : -EIO;

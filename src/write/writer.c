@@ -30,7 +30,7 @@
 
 /* ---- the pool ---- */
 
-struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_config *cfg,
+struct om_writers *om_writers_new(struct om_store *store, const struct om_writers_config *cfg,
                                   char *err, size_t errlen)
 {
     struct om_writers *ws = calloc(1, sizeof(*ws));
@@ -38,10 +38,13 @@ struct om_writers *om_writers_new(struct om_s3 *s3, const struct om_writers_conf
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    ws->s3 = s3;
+    ws->store = store;
     ws->cfg = *cfg;
-    if (ws->cfg.part_size < MIN_PART)
-        ws->cfg.part_size = MIN_PART;
+    /* parts of at least the store's smallest; how many a file may take
+     * is checked against the store's limit as the file grows */
+    const struct om_store_caps *caps = om_store_caps(store);
+    if (ws->cfg.part_size < OM_MAX(caps->min_part, 5ULL << 20))
+        ws->cfg.part_size = OM_MAX(caps->min_part, 5ULL << 20);
     if (ws->cfg.max_parts_in_flight < 1)
         ws->cfg.max_parts_in_flight = 8;
     ws->cache_dir = strdup(cfg->cache_dir);
@@ -443,7 +446,7 @@ void wi_drain(struct om_writer *w)
         if (p->state == P_QUEUED)
             p->state = P_IDLE;
         else if (p->state == P_UPLOADING)
-            om_s3_part_cancel(w->ws->s3, &p->put);
+            om_store_part_cancel(w->ws->store, &p->put);
     }
     while (w->in_queue || w->working || w->inflight > 0)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -469,7 +472,9 @@ static int poison(struct om_writer *w, int err)
  * the parts must cover it. */
 static int size_allowed(struct om_writers *ws, uint64_t end)
 {
-    return end > OM_S3_MAX_OBJECT || om_part_count(ws->cfg.part_size, end) < 0 ? -EFBIG : 0;
+    const struct om_store_caps *caps = om_store_caps(ws->store);
+    int parts = om_part_count(ws->cfg.part_size, end);
+    return end > caps->max_object || parts < 0 || parts > caps->max_parts ? -EFBIG : 0;
 }
 
 ssize_t om_writer_write(struct om_writer *w, const char *buf, size_t len, uint64_t off)

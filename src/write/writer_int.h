@@ -19,7 +19,7 @@
 
 #define PART_RETRIES 3
 #define WORKERS 2
-#define MIN_PART (5ULL << 20)
+
 
 /* Parts below this are uploaded even when unchanged: a copy costs a request
  * as an upload of a few hundred KiB does. */
@@ -34,6 +34,10 @@ struct part {
     enum part_state state;
     uint32_t gen, up_gen;
     uint32_t up_seq; /* the upload (w->upload_seq) it went into */
+    /* The upload its number was last sent into, whatever came of it: on a
+     * store that loses a part sent twice (AIStore), a number is sent once
+     * per upload, and a part that must go again needs a new upload. */
+    uint32_t sent_seq;
     /* The part's bytes at generation stored_gen are those of the stored
      * object (w->stored_etag) at the same offsets: while gen is still
      * stored_gen, a new upload copies the part on the server instead of
@@ -43,7 +47,7 @@ struct part {
     int failures;
     unsigned char md5[OM_MD5_LEN];
     char etag[OM_ETAG_MAX];
-    struct om_s3_part_put put;
+    struct om_store_part_put put;
 };
 
 struct om_writer {
@@ -110,7 +114,7 @@ struct om_writer {
 };
 
 struct om_writers {
-    struct om_s3 *s3;
+    struct om_store *store;
     struct om_writers_config cfg;
     char *cache_dir, *staging_dir, *recovery_dir, *bucket, *endpoint;
     pthread_mutex_t lock;
@@ -159,6 +163,12 @@ void wi_count_hashed(struct om_writers *ws, uint64_t n);
 /* A multipart upload was verified by its ETag, of form seen. Takes
  * ws->lock. */
 void wi_learn_etag_form(struct om_writers *ws, enum om_etag_form seen);
+/* The current upload can no longer be completed right on a store that
+ * takes each part number once (caps.part_replace false): a part sent into
+ * it changed since. The commit then begins a new upload (a part that
+ * failed fails the attempt, and the commit's retry begins anew). Caller
+ * holds w->lock. */
+bool wi_upload_spoiled(struct om_writer *w);
 
 /* writer.c; no lock held */
 /* Stop all background work on a writer nobody can reach any more: nothing

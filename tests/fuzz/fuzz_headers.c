@@ -2,7 +2,7 @@
  * numbers in them (Content-Length, Content-Range, dates, s3fs metadata). */
 #include "fuzz.h"
 #include "objmount/http.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (om_headers_add(&h, line, v))
             break;
     }
-    struct om_s3_object o;
+    struct om_object o;
     om_s3_object_from_headers(&h, &o);
     if (o.size > (uint64_t)INT64_MAX)
         __builtin_trap(); /* sizes from a server must fit off_t */

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         om_manifest_list(mf, "a/", 0, token, 3, count, &n, NULL);
     free(token);
     om_manifest_list(mf, "a", '/', "a/b/", 0, count, &n, NULL);
-    struct om_s3_object o;
+    struct om_object o;
     om_manifest_lookup(mf, "a/b", &o);
     om_manifest_close(mf);
     return 0;

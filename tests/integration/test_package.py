@@ -123,7 +123,8 @@ def test_package_contents_and_dependencies(deb):
         assert want in paths, "%s not in the package:\n%s" % (want, files)
     assert "/usr/sbin/objmount" not in paths
     deps = [d.strip().split()[0] for d in dpkg_field(deb, "Depends").split(",")]
-    for want in ("fuse3", "libfuse3-3", "libcurl4", "libssl3", "libxml2", "libc6"):
+    for want in ("fuse3", "libfuse3-3", "libcurl4", "libssl3", "libxml2", "libxxhash0", "libjansson4",
+                 "libc6"):
         assert want in deps, deps
     assert dpkg_field(deb, "Package") == "objmount"
 

@@ -548,6 +548,9 @@ class Proxy {
         opts = { ...opts, resign: true, keepHost: true };
       }
     }
+    // a streamed body waits for the upstream's 100 Continue (below)
+    const hasBody = (declared !== null && declared > 0) || /chunked/i.test(String(req.headers['transfer-encoding'] || ''));
+    if (opts.body === undefined && hasBody && !req.complete) headers.expect = '100-continue';
     if (opts.dropHeaders) for (const h of opts.dropHeaders) delete headers[h];
     if (opts.setHeaders) Object.assign(headers, opts.setHeaders);
     if (opts.resign) {
@@ -577,6 +580,7 @@ class Proxy {
     upReq.on('error', err => {
       this.state.stats.upstream_errors++;
       if (ctx.resetRequest) return; // we cut it ourselves
+      if (ctx.upRes && !ctx.bodyStarted) return; // an early answer stands (below)
       if (!ctx.res.headersSent) {
         req.resume();
         this.sendError(ctx, 502, 'BadGateway', `upstream: ${err.code || err.message}`);
@@ -586,6 +590,16 @@ class Proxy {
     });
     upReq.on('response', upRes => {
       ctx.upRes = upRes;
+      if (ctx.expecting && !ctx.bodyStarted) {
+        // the upstream answered before asking for the body (AIStore's
+        // proxy redirects a PUT without reading it, then closes): the body
+        // is not sent, the client's is drained, the answer relayed, and the
+        // upstream connection (owed a body) is not used again
+        ctx.expecting = false;
+        req.resume();
+        upRes.once('end', () => upReq.destroy());
+        bodyDone = true;
+      }
       const go = () => (opts.onResponse ? opts.onResponse(upRes) : this.relay(ctx, upRes));
       // a shortened PUT answers only once the client sent its whole body
       if (bodyLimit !== null && !bodyDone) req.once('end', go);
@@ -597,6 +611,22 @@ class Proxy {
       return upReq;
     }
     req.once('end', () => (bodyDone = true));
+    if (headers.expect && /100-continue/i.test(String(headers.expect))) {
+      // wait for the upstream's 100 Continue (at most a second, as curl)
+      // before the body goes out, so that an early answer loses no byte
+      ctx.expecting = true;
+      const start = () => {
+        if (!ctx.expecting) return;
+        ctx.expecting = false;
+        ctx.bodyStarted = true;
+        this.pumpRequest(ctx, upReq, bodyLimit);
+      };
+      upReq.on('continue', start);
+      setTimeout(start, 1000).unref();
+      upReq.flushHeaders();
+      return upReq;
+    }
+    ctx.bodyStarted = true;
     this.pumpRequest(ctx, upReq, bodyLimit);
     return upReq;
   }

@@ -174,13 +174,13 @@ START_TEST(test_round_trip_odd_keys)
     ck_assert_str_eq(info->prefix, "pre/");
     ck_assert_int_eq(info->built, 1700000000);
     for (size_t i = 0; i < n; i++) {
-        struct om_s3_object o;
+        struct om_object o;
         ck_assert_int_eq(om_manifest_lookup(mf, keys[i], &o), 0);
         ck_assert_uint_eq(o.size, i);
         ck_assert_int_eq(o.mtime, 1700000000 + (time_t)i);
         ck_assert_str_eq(o.etag, "");
     }
-    struct om_s3_object o;
+    struct om_object o;
     ck_assert_int_eq(om_manifest_lookup(mf, "a/b/", &o), -ENOENT);
     ck_assert_int_eq(om_manifest_lookup(mf, "", &o), -ENOENT);
     ck_assert_int_eq(om_manifest_lookup(mf, "zzz", &o), -ENOENT);
@@ -220,7 +220,7 @@ START_TEST(test_etag_forms)
     unsigned char *buf = write_keys(keys, n, etags, &len);
     struct om_manifest *mf = open_buf(buf, len);
     for (size_t i = 0; i < n; i++) {
-        struct om_s3_object o;
+        struct om_object o;
         ck_assert_int_eq(om_manifest_lookup(mf, keys[i], &o), 0);
         ck_assert_str_eq(o.etag, etags[i]);
         free(keys[i]);
@@ -323,7 +323,7 @@ START_TEST(test_listing_matches_model)
                 i += (size_t)rand() % 8; /* enough prefixes for large sets */
         }
         for (size_t i = 0; i < u; i++) {
-            struct om_s3_object o;
+            struct om_object o;
             ck_assert_int_eq(om_manifest_lookup(mf, keys[i], &o), 0);
             ck_assert_uint_eq(o.size, i);
             free(keys[i]);
@@ -458,7 +458,7 @@ START_TEST(test_unchecked_damage_is_safe)
         om_manifest_list(mf, "", '/', NULL, 0, count_calls, &calls, NULL);
         om_manifest_list(mf, "d1/", 0, NULL, 0, count_calls, &calls, NULL);
         om_manifest_list(mf, "d2/", '/', "d2/e21/", 0, count_calls, &calls, NULL);
-        struct om_s3_object o;
+        struct om_object o;
         om_manifest_lookup(mf, keys[round % 300], &o);
         ck_assert_int_le(calls, 1000);
         om_manifest_close(mf);
@@ -508,7 +508,7 @@ START_TEST(test_bytes_per_key)
            (double)len / (double)n);
     ck_assert_uint_lt(len / n, 32);
     struct om_manifest *mf = open_buf(buf, len);
-    struct om_s3_object o;
+    struct om_object o;
     ck_assert_int_eq(om_manifest_lookup(mf, keys[n / 3], &o), 0);
     ck_assert_str_eq(o.etag, etags[n / 3]);
     om_manifest_close(mf);

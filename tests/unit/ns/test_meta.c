@@ -312,7 +312,7 @@ START_TEST(test_attributes_show_the_etag_as_text)
     ck_assert_str_eq(at.etag, "not-an-md5");
     char *key = NULL;
     bool exists = false;
-    struct om_s3_object o;
+    struct om_object o;
     ck_assert_int_eq(om_meta_object(m, b, &key, &exists, &o), 0);
     ck_assert_str_eq(o.etag, "not-an-md5");
     ck_assert_str_eq(key, "p/b");
@@ -412,7 +412,7 @@ START_TEST(test_every_byte_charged_is_uncharged)
     uint64_t g = add(m, d, "file-00002.jpg", false, md5);
     ck_assert(open_keeps_cache(m, g) == false);
     set_etag(m, g, "another-text-etag"); /* keeps the cached one aside */
-    struct om_s3_object o = {.size = 1, .has_mode = true, .mode = 0100600};
+    struct om_object o = {.size = 1, .has_mode = true, .mode = 0100600};
     strcpy(o.content_type, "image/jpeg");
     pthread_mutex_lock(&m->lock);
     mi_set_object_attrs(m, mi_inode_get(m, f), &o);
@@ -675,8 +675,8 @@ END_TEST
  * is bigger than the test's budget. */
 #define SOURCE_KEYS 20000
 static int whole_listings; /* pages asked without max_keys: whole directories */
-static int source_page(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
-                       char **next, struct om_s3_error *err)
+static int source_page(void *ud, const struct om_list_params *p, om_list_cb cb, void *cb_ud,
+                       char **next, struct om_store_error *err)
 {
     (void)ud;
     memset(err, 0, sizeof(*err));
@@ -740,8 +740,8 @@ START_TEST(test_a_listing_dropped_by_the_budget_still_answers_lookups)
 }
 END_TEST
 
-static int counting_page(void *ud, const struct om_s3_list_params *p, om_list_cb cb, void *cb_ud,
-                         char **next, struct om_s3_error *err)
+static int counting_page(void *ud, const struct om_list_params *p, om_list_cb cb, void *cb_ud,
+                         char **next, struct om_store_error *err)
 {
     (void)p;
     (void)cb;

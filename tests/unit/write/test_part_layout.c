@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "objmount/part_layout.h"
-#include "objmount/s3.h"
+#include "objmount/store.h"
 
 #include "check_main.h"
 
@@ -67,7 +67,7 @@ START_TEST(test_last_part_and_past_it)
     uint64_t end = tier_start(P, OM_PART_TIERS); /* 1023000 parts of P */
     ck_assert_uint_eq(end, 1023000 * P);
     uint64_t last = P << (OM_PART_TIERS - 1);
-    assert_part(P, end - 1, OM_S3_MAX_PARTS, end - last, last);
+    assert_part(P, end - 1, OM_PART_MAX, end - last, last);
     uint64_t s = 7, l = 9;
     ck_assert_int_eq(om_part_of(P, end, &s, &l), -EFBIG);
     ck_assert_int_eq(om_part_of(P, UINT64_MAX, &s, &l), -EFBIG);
@@ -80,7 +80,7 @@ START_TEST(test_largest_part_size_does_not_overflow)
 {
     uint64_t big = 5 * GiB, end = tier_start(big, OM_PART_TIERS);
     ck_assert_uint_eq(end / 1023000, big);
-    assert_part(big, end - 1, OM_S3_MAX_PARTS, end - (big << 9), big << 9);
+    assert_part(big, end - 1, OM_PART_MAX, end - (big << 9), big << 9);
     uint64_t s, l;
     ck_assert_int_eq(om_part_of(big, end, &s, &l), -EFBIG);
 }

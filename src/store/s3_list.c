@@ -50,7 +50,7 @@ static void list_sink_reset(void *ud)
     l->parser = NULL;
 }
 
-static int list_query(const struct om_s3_list_params *p, struct om_buf *q)
+static int list_query(const struct om_list_params *p, struct om_buf *q)
 {
     int rc = om_buf_puts(q, "list-type=2");
     if (!rc)
@@ -66,8 +66,8 @@ static int list_query(const struct om_s3_list_params *p, struct om_buf *q)
     return rc;
 }
 
-static int list_build(struct om_s3 *s3, struct om_s3_call *c, struct list_ctx *l,
-                      const struct om_s3_list_params *p)
+static int list_build(struct om_s3 *s3, struct om_store_call *c, struct list_ctx *l,
+                      const struct om_list_params *p)
 {
     struct om_buf q = {0};
     int rc = list_query(p, &q);
@@ -81,8 +81,8 @@ static int list_build(struct om_s3 *s3, struct om_s3_call *c, struct list_ctx *l
 
 /* After the request: 0 or -errno; *next_token as for om_s3_list_page;
  * *truncated (may be NULL): the answer says more pages follow. */
-static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_token, bool *truncated,
-                       struct om_s3_error *err)
+static int list_finish(struct om_store_call *c, struct list_ctx *l, char **next_token, bool *truncated,
+                       struct om_store_error *err)
 {
     int rc = si_call_result(c, err);
     if (!rc && !l->parser) /* an empty 2xx body */
@@ -112,12 +112,12 @@ static int list_finish(struct om_s3_call *c, struct list_ctx *l, char **next_tok
     return rc;
 }
 
-int om_s3_list_page(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                    char **next_token, struct om_s3_error *err)
+int om_s3_list_page(struct om_s3 *s3, const struct om_list_params *p, om_list_cb cb, void *ud,
+                    char **next_token, struct om_store_error *err)
 {
     if (next_token)
         *next_token = NULL;
-    struct om_s3_call c;
+    struct om_store_call c;
     struct list_ctx l = {.cb = cb, .ud = ud};
     int rc = list_build(s3, &c, &l, p);
     if (!rc) {
@@ -147,7 +147,7 @@ static void pair_done(struct om_http_req *req, void *ud)
 }
 
 struct first {
-    struct om_s3_lookup *out;
+    struct om_store_lookup *out;
     const char *prefix;
 };
 
@@ -160,17 +160,17 @@ static int first_entry(void *ud, const struct om_list_entry *e)
     return OM_LIST_STOP;
 }
 
-int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
-                 struct om_s3_error *err)
+int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_store_lookup *out,
+                 struct om_store_error *err)
 {
     memset(out, 0, sizeof(*out));
     char *prefix = NULL;
     if (asprintf(&prefix, "%s/", key) < 0)
         return -ENOMEM;
-    struct om_s3_call head, list;
+    struct om_store_call head, list;
     struct first f = {.out = out, .prefix = prefix};
     struct list_ctx l = {.cb = first_entry, .ud = &f};
-    struct om_s3_list_params p = {.prefix = prefix, .max_keys = 1};
+    struct om_list_params p = {.prefix = prefix, .max_keys = 1};
     int rc = si_call_init(&head, s3, "HEAD", "HeadObject", key, NULL);
     int rl = list_build(s3, &list, &l, &p);
     struct pair_wait w = {.pending = 0};
@@ -187,7 +187,7 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
             pthread_cond_wait(&w.cv, &w.m);
         pthread_mutex_unlock(&w.m);
     }
-    struct om_s3_error herr, lerr;
+    struct om_store_error herr, lerr;
     if (!rc)
         rc = si_call_result(&head, &herr);
     if (!rl)
@@ -217,31 +217,6 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_s3_lookup *out,
     return e;
 }
 
-int om_s3_list_pages(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
-                     void *ud, int (*page)(void *ud), struct om_s3_error *err)
-{
-    char *token = NULL;
-    int rc;
-    do {
-        struct om_s3_list_params p = {
-            .prefix = prefix, .delimiter = delimiter, .continuation = token};
-        char *next = NULL;
-        rc = om_s3_list_page(s3, &p, cb, ud, &next, err);
-        free(token);
-        token = next;
-        if (!rc && page)
-            rc = page(ud);
-    } while (!rc && token);
-    free(token);
-    return rc;
-}
-
-int om_s3_list_all(struct om_s3 *s3, const char *prefix, const char *delimiter, om_list_cb cb,
-                   void *ud, struct om_s3_error *err)
-{
-    return om_s3_list_pages(s3, prefix, delimiter, cb, ud, NULL, err);
-}
-
 static int count_entry(void *ud, const struct om_list_entry *e)
 {
     (void)e;
@@ -251,12 +226,26 @@ static int count_entry(void *ud, const struct om_list_entry *e)
 
 /* One LIST page as the bucket check: entries to cb (NULL: counted only),
  * the server's clock from its Date header. */
-static int check_list(struct om_s3 *s3, const struct om_s3_list_params *p, om_list_cb cb, void *ud,
-                      bool *complete, long *skew_s, struct om_s3_error *err)
+/* A HEAD of the bucket: an AIStore cluster names itself in its answer
+ * (Server: AIStore), which the listing's answer may not do. Its outcome
+ * teaches only that; the listing is the check. */
+static void learn_server(struct om_s3 *s3)
 {
+    struct om_store_call c;
+    if (si_call_init(&c, s3, "HEAD", "HeadBucket", NULL, NULL) == 0) {
+        om_http_perform(s3->http, &c.req);
+        si_note_server(s3, &c.req.resp_headers);
+    }
+    si_call_cleanup(&c);
+}
+
+int om_s3_check_list(struct om_s3 *s3, const struct om_list_params *p, om_list_cb cb, void *ud,
+                     bool *complete, long *skew_s, struct om_store_error *err)
+{
+    learn_server(s3);
     uint64_t n = 0;
     struct list_ctx l = {.cb = cb ? cb : count_entry, .ud = cb ? ud : &n};
-    struct om_s3_call c;
+    struct om_store_call c;
     bool truncated = false;
     int rc = list_build(s3, &c, &l, p);
     if (rc)
@@ -280,17 +269,4 @@ static int check_list(struct om_s3 *s3, const struct om_s3_list_params *p, om_li
         *complete = !rc && !empty && !truncated;
     si_call_cleanup(&c);
     return rc;
-}
-
-int om_s3_check_bucket(struct om_s3 *s3, long *skew_s, struct om_s3_error *err)
-{
-    struct om_s3_list_params p = {.max_keys = 1};
-    return check_list(s3, &p, NULL, NULL, NULL, skew_s, err);
-}
-
-int om_s3_check_listing(struct om_s3 *s3, const char *dirkey, om_list_cb cb, void *ud,
-                        bool *complete, long *skew_s, struct om_s3_error *err)
-{
-    struct om_s3_list_params p = {.prefix = dirkey, .delimiter = "/"};
-    return check_list(s3, &p, cb, ud, complete, skew_s, err);
 }

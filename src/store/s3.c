@@ -1,4 +1,5 @@
-/* S3 operations: URLs, signing hooks, responses, the errno table. */
+/* S3 operations: URLs, signing hooks, responses, objects (HEAD, GET,
+ * PUT, DELETE, copies, metadata); the backend's table of operations. */
 #include "objmount/s3.h"
 
 #include <ctype.h>
@@ -15,92 +16,7 @@
 #include "objmount/sigv4.h"
 #include "objmount/url.h"
 #include "s3_int.h"
-
-/* ---- the errno table ---- */
-
-static const struct {
-    const char *code;
-    int err;
-} code_table[] = {
-    {"NoSuchKey", -ENOENT},
-    {"NoSuchBucket", -ENOENT},
-    {"NoSuchUpload", -ENOENT},
-    {"NotFound", -ENOENT},
-    {"AccessDenied", -EACCES},
-    {"AllAccessDisabled", -EACCES},
-    {"InvalidAccessKeyId", -EACCES},
-    {"SignatureDoesNotMatch", -EACCES},
-    {"ExpiredToken", -EACCES},
-    {"InvalidToken", -EACCES},
-    {"TokenRefreshRequired", -EACCES},
-    {"RequestTimeTooSkewed", -EACCES},
-    {"AuthorizationHeaderMalformed", -EACCES},
-    {"PreconditionFailed", -ESTALE},
-    {"InvalidRange", -ERANGE},
-    {"EntityTooLarge", -EFBIG},
-    {"EntityTooSmall", -EINVAL},
-    {"KeyTooLongError", -ENAMETOOLONG},
-    {"BadDigest", -EBADMSG},
-    {"InvalidDigest", -EBADMSG},
-    {"XAmzContentSHA256Mismatch", -EBADMSG},
-    {"InvalidPart", -EBADMSG},
-    {"InvalidPartOrder", -EINVAL},
-    {"InvalidArgument", -EINVAL},
-    {"InvalidRequest", -EINVAL},
-    {"MalformedXML", -EINVAL},
-    {"InvalidBucketName", -EINVAL},
-    {"MissingContentLength", -EINVAL},
-    {"SlowDown", -EAGAIN},
-    {"ServiceUnavailable", -EAGAIN},
-    {"InternalError", -EIO},
-    {"RequestTimeout", -ETIMEDOUT},
-    {"NotImplemented", -ENOSYS},
-    {"MethodNotAllowed", -ENOTSUP},
-    {"QuotaExceeded", -EDQUOT},
-    {"BucketAlreadyExists", -EEXIST},
-    {"BucketAlreadyOwnedByYou", -EEXIST},
-    {"PermanentRedirect", -EREMOTE},
-    {"TemporaryRedirect", -EREMOTE},
-};
-
-int om_s3_errno(long status, const char *code)
-{
-    if (code && *code) {
-        for (size_t i = 0; i < OM_ARRAY_LEN(code_table); i++) {
-            if (strcmp(code, code_table[i].code) == 0)
-                return code_table[i].err;
-        }
-    }
-    switch (status) {
-    case 400:
-        return -EINVAL;
-    case 401:
-    case 403:
-        return -EACCES;
-    case 404:
-        return -ENOENT;
-    case 405:
-        return -ENOTSUP;
-    case 409:
-        return -EBUSY;
-    case 412:
-        return -ESTALE;
-    case 416:
-        return -ERANGE;
-    case 429:
-    case 503:
-        return -EAGAIN;
-    case 501:
-        return -ENOSYS;
-    case 301:
-    case 302:
-    case 307:
-    case 308:
-        return -EREMOTE;
-    default:
-        return -EIO;
-    }
-}
+#include "store_int.h"
 
 /* ---- construction ---- */
 
@@ -116,17 +32,6 @@ static bool dns_compatible(const char *bucket)
     return true;
 }
 
-bool om_region_valid(const char *region)
-{
-    if (!region || !*region)
-        return false;
-    for (const char *c = region; *c; c++) {
-        if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-'))
-            return false;
-    }
-    return true;
-}
-
 static bool is_aws_host(const char *host)
 {
     size_t n = strlen(host);
@@ -134,7 +39,7 @@ static bool is_aws_host(const char *host)
     return n > sizeof(suffix) - 1 && strcmp(host + n - (sizeof(suffix) - 1), suffix) == 0;
 }
 
-struct om_s3 *om_s3_new(struct om_http *http, const struct om_s3_config *cfg,
+struct om_s3 *om_s3_new(struct om_http *http, const struct om_store_config *cfg,
                         const struct om_creds *creds, char *err, size_t errlen)
 {
     if (!cfg->bucket || !*cfg->bucket || strchr(cfg->bucket, '/')) {
@@ -153,6 +58,7 @@ struct om_s3 *om_s3_new(struct om_http *http, const struct om_s3_config *cfg,
         om_url_free(&u);
         return NULL;
     }
+    om_xml_init();
     struct om_s3 *s3 = calloc(1, sizeof(*s3));
     if (!s3)
         goto nomem;
@@ -186,6 +92,20 @@ struct om_s3 *om_s3_new(struct om_http *http, const struct om_s3_config *cfg,
         goto nomem;
     om_strlcpy(s3->region, cfg->region && *cfg->region ? cfg->region : "us-east-1",
                sizeof(s3->region));
+    s3->copy_max = cfg->copy_limit ? OM_MIN(cfg->copy_limit, OM_S3_COPY_MAX) : OM_S3_COPY_MAX;
+    s3->caps = (struct om_store_caps){
+        .name = "S3",
+        .max_object = OM_S3_MAX_OBJECT,
+        .min_part = OM_S3_MIN_PART,
+        .max_part = OM_S3_MAX_PART,
+        .max_parts = OM_S3_MAX_PARTS,
+        .key_max = OM_KEY_MAX,
+        .copy_max = s3->copy_max,
+        .part_copy = true, /* until a server answers 501, or shows itself an AIStore */
+        .part_replace = true,
+        .rename = false,
+        .dir_marker = true,
+    };
     pthread_mutex_init(&s3->lock, NULL);
     return s3;
 nomem:
@@ -213,6 +133,30 @@ void om_s3_free(struct om_s3 *s3)
     free(s3->redirect_hosts);
     om_creds_clear(&s3->creds);
     free(s3);
+}
+
+const struct om_store_caps *om_s3_caps(struct om_s3 *s3)
+{
+    return &s3->caps;
+}
+
+void si_note_server(struct om_s3 *s3, const struct om_header_list *h)
+{
+    if (__atomic_load_n(&s3->aistore, __ATOMIC_RELAXED))
+        return;
+    const char *server = om_headers_get(h, "Server");
+    if (!(server && strcmp(server, "AIStore") == 0) &&
+        !om_headers_get(h, "x-amz-meta-ais-cksum-type"))
+        return;
+    /* AIStore stores "dir/" as "dir" (no directory markers), answers 501
+     * to UploadPartCopy, and loses a part uploaded again under its number */
+    __atomic_store_n(&s3->caps.dir_marker, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&s3->caps.part_copy, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&s3->caps.part_replace, false, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&s3->aistore, true, __ATOMIC_RELAXED))
+        om_info("bucket %s is on an AIStore cluster: no directory markers, no UploadPartCopy, no "
+                "part uploaded twice",
+                s3->bucket);
 }
 
 void om_s3_region(struct om_s3 *s3, char *out, size_t outlen)
@@ -284,8 +228,8 @@ static bool creds_go_to(struct om_s3 *s3, const struct om_url *u)
 static int hook_sign(void *ud, const struct om_http_req *req, const char *url,
                      struct om_header_list *out)
 {
-    struct om_s3_call *c = ud;
-    struct om_s3 *s3 = c->s3;
+    struct om_store_call *c = ud;
+    struct om_s3 *s3 = c->be;
     if (s3->creds.anonymous)
         return 0;
     struct om_url u;
@@ -350,8 +294,8 @@ static int hook_sign(void *ud, const struct om_http_req *req, const char *url,
 
 static int hook_region_redirect(void *ud, struct om_http_req *req, const char *region, char **url)
 {
-    struct om_s3_call *c = ud;
-    struct om_s3 *s3 = c->s3;
+    struct om_store_call *c = ud;
+    struct om_s3 *s3 = c->be;
     if (!om_region_valid(region) || strlen(region) >= sizeof(s3->region)) {
         om_warn("bucket %s: ignoring an invalid x-amz-bucket-region from the server", s3->bucket);
         return -EINVAL;
@@ -395,19 +339,33 @@ static int hook_region_redirect(void *ud, struct om_http_req *req, const char *r
     return 0;
 }
 
-static int hook_error_code(void *ud, const char *body, size_t len, char *code, size_t codelen)
+/* S3's codes of a passing condition: worth another attempt. */
+static bool code_transient(const char *code)
+{
+    static const char *const transient[] = {"SlowDown", "RequestTimeout", "InternalError",
+                                            "ServiceUnavailable"};
+    for (size_t i = 0; i < OM_ARRAY_LEN(transient); i++)
+        if (strcmp(code, transient[i]) == 0)
+            return true;
+    return false;
+}
+
+static int hook_error_code(void *ud, const char *body, size_t len, char *code, size_t codelen,
+                           bool *transient)
 {
     (void)ud;
-    return om_xml_parse_error(body, len, code, codelen, NULL, 0, NULL, 0);
+    int rc = om_xml_parse_error(body, len, code, codelen, NULL, 0, NULL, 0);
+    *transient = rc == 0 && code_transient(code);
+    return rc;
 }
 
 /* ---- calls ---- */
 
-int si_call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method, const char *op,
+int si_call_init(struct om_store_call *c, struct om_s3 *s3, const char *method, const char *op,
                      const char *key, const char *query)
 {
     memset(c, 0, sizeof(*c));
-    c->s3 = s3;
+    c->be = s3;
     c->total = UINT64_MAX;
     om_http_req_init(&c->req);
     c->req.method = method;
@@ -423,14 +381,15 @@ int si_call_init(struct om_s3_call *c, struct om_s3 *s3, const char *method, con
     return c->req.url ? 0 : -ENOMEM;
 }
 
-void si_call_cleanup(struct om_s3_call *c)
+void si_call_cleanup(struct om_store_call *c)
 {
     om_http_req_cleanup(&c->req);
 }
 
-int si_call_submit(struct om_s3_call *c, int build_rc, om_http_done_fn done, void *ud)
+int si_call_submit(struct om_store_call *c, int build_rc, om_http_done_fn done, void *ud)
 {
-    int rc = build_rc ? build_rc : om_http_submit(c->s3->http, &c->req, done, ud);
+    struct om_s3 *s3 = c->be;
+    int rc = build_rc ? build_rc : om_http_submit(s3->http, &c->req, done, ud);
     if (rc)
         si_call_cleanup(c);
     return rc;
@@ -438,14 +397,14 @@ int si_call_submit(struct om_s3_call *c, int build_rc, om_http_done_fn done, voi
 
 /* Payload hash for a body: SHA-256 of memory bodies; file bodies are
  * UNSIGNED-PAYLOAD (Content-MD5 guards them) unless sign_payload is set. */
-int si_call_set_body(struct om_s3_call *c, const struct om_http_body *body)
+int si_call_set_body(struct om_store_call *c, const struct om_http_body *body)
 {
     c->req.body = *body;
     unsigned char h[OM_SHA256_LEN];
     int rc = 0;
     if (body->kind == OM_BODY_MEM) {
         rc = om_sha256(body->mem, (size_t)body->len, h);
-    } else if (body->kind == OM_BODY_FD && c->s3->sign_payload) {
+    } else if (body->kind == OM_BODY_FD && ((struct om_s3 *)c->be)->sign_payload) {
         rc = om_digest_fd_range(OM_DIGEST_SHA256, body->fd, body->off, body->len, h);
     } else if (body->kind == OM_BODY_FD) {
         c->payload_hash[0] = '\0'; /* UNSIGNED-PAYLOAD */
@@ -459,14 +418,15 @@ int si_call_set_body(struct om_s3_call *c, const struct om_http_body *body)
 }
 
 /* Turn a finished request into 0 or -errno, filling err. */
-int si_call_result(struct om_s3_call *c, struct om_s3_error *err)
+int si_call_result(struct om_store_call *c, struct om_store_error *err)
 {
     struct om_http_req *r = &c->req;
-    struct om_s3_error local;
+    struct om_store_error local;
     if (!err)
         err = &local;
     memset(err, 0, sizeof(*err));
     err->status = r->status;
+    si_note_server(c->be, &r->resp_headers);
     if (!r->error)
         return 0;
     if (r->status >= 300) {
@@ -478,7 +438,7 @@ int si_call_result(struct om_s3_call *c, struct om_s3_error *err)
         /* Only an unfollowed redirect or an HTTP error status gets mapped;
          * engine-level failures (loops, refused redirects) keep their errno. */
         if (r->error == -EIO)
-            return om_s3_errno(r->status, err->code);
+            return om_store_errno(r->status, err->code);
         return r->error;
     }
     om_strlcpy(err->message, r->errmsg, sizeof(err->message));
@@ -486,23 +446,22 @@ int si_call_result(struct om_s3_call *c, struct om_s3_error *err)
 }
 
 /* A 2xx answer that carries an <Error> (CompleteMultipartUpload, CopyObject). */
-int si_body_error(struct om_s3_call *c, struct om_s3_error *err)
+int si_body_error(struct om_store_call *c, struct om_store_error *err)
 {
-    struct om_s3_error local;
+    struct om_store_error local;
     if (!err)
         err = &local;
     if (om_xml_parse_error(c->req.resp_body.data, c->req.resp_body.len, err->code,
                            sizeof(err->code), err->message, sizeof(err->message),
                            err->request_id, sizeof(err->request_id)) == 0) {
-        int e = om_s3_errno(500, err->code);
-        return e;
+        return om_store_errno(500, err->code);
     }
     return 0;
 }
 
-int si_call_perform(struct om_s3_call *c, struct om_s3_error *err)
+int si_call_perform(struct om_store_call *c, struct om_store_error *err)
 {
-    om_http_perform(c->s3->http, &c->req);
+    om_http_perform(((struct om_s3 *)c->be)->http, &c->req);
     return si_call_result(c, err);
 }
 
@@ -537,7 +496,51 @@ static bool parse_u32(const char *s, uint32_t *out, int base)
     return true;
 }
 
-void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_object *obj)
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+void om_s3_sum_from_etag(const char *etag, bool encrypted, struct om_sum *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    size_t n = strlen(etag);
+    if (n == 32 && all_hex(etag, 32)) {
+        if (encrypted)
+            return; /* SSE-KMS and SSE-C ETags are not MD5s */
+        sum->type = OM_SUM_MD5;
+    } else if (n > 33 && etag[32] == '-' && all_hex(etag, 32)) {
+        uint64_t parts;
+        if (encrypted || om_parse_uint(etag + 33, OM_S3_MAX_PARTS, &parts) || parts == 0 ||
+            etag[33] == '0')
+            return;
+        sum->type = OM_SUM_MD5_PARTS;
+        sum->parts = (int)parts;
+        n = 32;
+    } else if (n > 3 && strncmp(etag, "v1-", 3) == 0) {
+        /* AIStore: "v1-<checksum>-<mtime, base 36>" for an object whose
+         * checksum is not an MD5 (core/lom.go); xxhash2 by default */
+        const char *dash = strchr(etag + 3, '-');
+        size_t len = dash ? (size_t)(dash - etag - 3) : 0;
+        if (!dash || !all_hex(etag + 3, len) || (len != 16 && len != 64))
+            return;
+        sum->type = len == 16 ? OM_SUM_XXH64 : OM_SUM_SHA256;
+        memcpy(sum->hex, etag + 3, len);
+        sum->hex[len] = '\0';
+        return;
+    } else {
+        return;
+    }
+    memcpy(sum->hex, etag, n);
+    sum->hex[n] = '\0';
+    for (char *c = sum->hex; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+}
+
+void om_s3_object_from_headers(const struct om_header_list *h, struct om_object *obj)
 {
     memset(obj, 0, sizeof(*obj));
     const char *v;
@@ -550,6 +553,14 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
     if ((v = om_headers_get(h, "Last-Modified")))
         om_parse_http_date(v, &obj->mtime);
     si_copy_etag(om_headers_get(h, "ETag"), obj->etag);
+    const char *sse = om_headers_get(h, "x-amz-server-side-encryption");
+    bool encrypted = (sse && strncasecmp(sse, "aws:kms", 7) == 0) ||
+                     om_headers_get(h, "x-amz-server-side-encryption-customer-algorithm");
+    /* AIStore states its checksum of the object, by name: firm, and made
+     * of the content where a multipart ETag is made of part ETags */
+    if (!om_sum_from_ais(om_headers_get(h, "x-amz-meta-ais-cksum-type"),
+                         om_headers_get(h, "x-amz-meta-ais-cksum-val"), &obj->sum))
+        om_s3_sum_from_etag(obj->etag, encrypted, &obj->sum);
     if ((v = om_headers_get(h, "Content-Type")))
         om_strlcpy(obj->content_type, v, sizeof(obj->content_type));
     /* s3fs-fuse writes mode in decimal; accept octal with a leading 0 too */
@@ -570,15 +581,31 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_s3_obje
     }
 }
 
-int si_add_put_opts(struct om_http_req *r, const struct om_s3_put_opts *opts)
+/* The x-amz-meta-* headers of m (s3fs-fuse's names and formats: mode as a
+ * decimal st_mode, uid, gid, mtime in seconds). */
+static int add_meta_headers(struct om_header_list *h, const struct om_file_meta *m)
+{
+    int rc = 0;
+    if (m->has_mode)
+        rc = om_headers_addf(h, "x-amz-meta-mode", "%u", (unsigned)m->mode);
+    if (!rc && m->has_uid)
+        rc = om_headers_addf(h, "x-amz-meta-uid", "%u", (unsigned)m->uid);
+    if (!rc && m->has_gid)
+        rc = om_headers_addf(h, "x-amz-meta-gid", "%u", (unsigned)m->gid);
+    if (!rc && m->has_mtime)
+        rc = om_headers_addf(h, "x-amz-meta-mtime", "%ld", (long)m->mtime.tv_sec);
+    return rc;
+}
+
+int si_add_put_opts(struct om_http_req *r, const struct om_put_opts *opts)
 {
     int rc = 0;
     if (!opts)
         return 0;
     if (opts->content_type)
         rc = om_headers_add(&r->headers, "Content-Type", opts->content_type);
-    for (size_t i = 0; opts->meta && i < opts->meta->n && !rc; i++)
-        rc = om_headers_add(&r->headers, opts->meta->v[i].name, opts->meta->v[i].value);
+    if (!rc && opts->meta)
+        rc = add_meta_headers(&r->headers, opts->meta);
     if (!rc && opts->if_none_match)
         rc = om_headers_add(&r->headers, "If-None-Match", "*");
     return rc;
@@ -591,27 +618,28 @@ int si_add_md5(struct om_http_req *r, const unsigned char md5[OM_MD5_LEN])
     return om_headers_add(&r->headers, "Content-MD5", b64);
 }
 
-static bool is_md5_hex(const char *etag)
-{
-    if (strlen(etag) != 32)
-        return false;
-    for (const char *p = etag; *p; p++) {
-        if (!isxdigit((unsigned char)*p))
-            return false;
-    }
-    return true;
-}
-
-/* A returned ETag that is an MD5 must be the MD5 that was sent: anything else
- * means the server stored other bytes. Servers whose ETags are not MD5s
- * (AIStore may do this) are checked by size after commit instead. */
-int si_check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], const char *op,
-                          const char *key, struct om_s3_error *err)
+/* Does the server's ETag of a PUT or a part name the MD5 of the body? A
+ * 32-hex-digit ETag may merely look like one (some S3 servers): until an
+ * answer of this server showed its ETag equal to the MD5 sent, a differing
+ * one proves nothing (the commit's verification decides). Once one
+ * matched, a differing part ETag means the server stored other bytes:
+ * -EBADMSG, and the part is sent again. */
+int si_check_md5_etag(struct om_s3 *s3, const char *etag, const unsigned char md5[OM_MD5_LEN],
+                      const char *op, const char *key, struct om_store_error *err)
 {
     char want[2 * OM_MD5_LEN + 1];
     om_hex(md5, OM_MD5_LEN, want);
-    if (!is_md5_hex(etag) || strcasecmp(etag, want) == 0)
+    if (strlen(etag) != 32 || !all_hex(etag, 32))
         return 0;
+    if (strcasecmp(etag, want) == 0) {
+        __atomic_store_n(&s3->etags_are_md5, true, __ATOMIC_RELAXED);
+        return 0;
+    }
+    if (!__atomic_load_n(&s3->etags_are_md5, __ATOMIC_RELAXED)) {
+        om_debug("%s %s: ETag %s is not the MD5 sent %s (this server's ETags may not be MD5s)",
+                 op, key, etag, want);
+        return 0;
+    }
     if (err)
         snprintf(err->message, sizeof(err->message),
                  "server ETag %s differs from the MD5 sent %s", etag, want);
@@ -621,10 +649,10 @@ int si_check_md5_etag(const char *etag, const unsigned char md5[OM_MD5_LEN], con
 
 /* ---- HEAD ---- */
 
-int om_s3_head(struct om_s3 *s3, const char *key, struct om_s3_object *obj,
-               struct om_s3_error *err)
+int om_s3_head(struct om_s3 *s3, const char *key, struct om_object *obj,
+               struct om_store_error *err)
 {
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = si_call_init(&c, s3, "HEAD", "HeadObject", key, NULL);
     if (!rc)
         rc = si_call_perform(&c, err);
@@ -636,166 +664,56 @@ int om_s3_head(struct om_s3 *s3, const char *key, struct om_s3_object *obj,
 
 /* ---- GET ---- */
 
-/* Is the response of the version the caller expects? Fills g->obj from
- * the headers. 0 or -ESTALE. */
-static int get_check_version(struct om_s3_get *g, uint64_t total)
+/* The S3 client's answer to a finished call, for the shared GET code. */
+static int s3_get_result(struct om_store_call *c, struct om_store_error *err)
 {
-    om_s3_object_from_headers(&g->call.req.resp_headers, &g->obj);
-    const char *want = g->if_match && *g->if_match ? g->if_match : NULL;
-    if (want && g->obj.etag[0] && strcmp(g->obj.etag, want) != 0)
-        return -ESTALE;
-    if (g->size_known && total != UINT64_MAX && total != g->size)
-        return -ESTALE;
-    return 0;
+    return si_call_result(c, err);
 }
 
-static int get_sink_data(void *ud, const char *p, size_t n)
+static int get_build(struct om_s3 *s3, struct om_store_get *g)
 {
-    struct om_s3_get *g = ud;
-    struct om_s3_call *c = &g->call;
-    if (!c->range_checked) {
-        c->range_checked = true;
-        const char *cr = om_headers_get(&c->req.resp_headers, "Content-Range");
-        if (cr) {
-            uint64_t a, b, total;
-            if (om_http_parse_content_range(cr, &a, &b, &total) || a != g->off)
-                return -EIO;
-            c->skip = 0;
-            c->range_len = b - a + 1;
-            c->total = total;
-        } else {
-            /* 200: the server sent the whole object */
-            const char *cl = om_headers_get(&c->req.resp_headers, "Content-Length");
-            c->skip = g->off;
-            c->total = UINT64_MAX;
-            if (cl && om_parse_uint(cl, OM_UINT_MAX, &c->total))
-                return -EIO;
-            c->range_len = UINT64_MAX;
-        }
-        int rc = get_check_version(g, c->total);
-        if (rc)
-            return rc; /* another version: not one byte of it is data */
-    }
-    if (c->skip) {
-        size_t k = (size_t)OM_MIN((uint64_t)n, c->skip);
-        p += k;
-        n -= k;
-        c->skip -= k;
-    }
-    size_t room = (size_t)(g->len - g->got);
-    size_t k = OM_MIN(n, room);
-    memcpy(g->buf + g->got, p, k);
-    g->got += k;
-    return 0;
-}
-
-static void get_sink_reset(void *ud)
-{
-    struct om_s3_get *g = ud;
-    g->got = 0;
-    g->call.range_checked = false;
-    g->call.skip = 0;
-}
-
-static int get_build(struct om_s3 *s3, struct om_s3_get *g)
-{
-    g->got = 0;
-    g->error = 0;
-    memset(&g->obj, 0, sizeof(g->obj));
-    memset(&g->err, 0, sizeof(g->err));
     int rc = si_call_init(&g->call, s3, "GET", "GetObject", g->key, NULL);
     if (!rc)
-        rc = om_headers_addf(&g->call.req.headers, "Range", "bytes=%" PRIu64 "-%" PRIu64, g->off,
-                             g->off + g->len - 1);
+        rc = sg_attach(g, s3_get_result, om_s3_object_from_headers);
     if (!rc && g->if_match && *g->if_match)
         rc = om_headers_addf(&g->call.req.headers, "If-Match", "\"%s\"", g->if_match);
-    g->call.req.sink = (struct om_http_sink){get_sink_data, get_sink_reset, g};
-    g->call.op = g;
     return rc;
-}
-
-static void get_finish(struct om_s3_get *g)
-{
-    struct om_s3_call *c = &g->call;
-    int rc = si_call_result(c, &g->err);
-    if (rc == -ERANGE && c->req.status == 416) {
-        /* the range starts at or past the end: end of object */
-        om_s3_object_from_headers(&c->req.resp_headers, &g->obj);
-        g->got = 0;
-        g->error = 0;
-        si_call_cleanup(c);
-        return;
-    }
-    if (!rc && !c->range_checked) /* no body: the version is checked here */
-        rc = get_check_version(g, UINT64_MAX);
-    if (rc == -ESTALE) {
-        if (c->req.status == 412)
-            om_warn("read %s: the object changed since it was opened (ETag %s then; the server "
-                    "refused If-Match)",
-                    g->key, g->if_match ? g->if_match : "-");
-        else
-            om_warn("read %s: the object changed since it was opened (ETag %s, %" PRIu64
-                    " bytes then; ETag %s, %" PRId64 " bytes now): none of it is returned",
-                    g->key, g->if_match && *g->if_match ? g->if_match : "-",
-                    g->size_known ? g->size : 0, g->obj.etag[0] ? g->obj.etag : "-",
-                    c->total != UINT64_MAX ? (int64_t)c->total : (int64_t)-1);
-        snprintf(g->err.message, sizeof(g->err.message), "the object changed since it was opened");
-    }
-    if (!rc) {
-        om_s3_object_from_headers(&c->req.resp_headers, &g->obj);
-        if (c->total != UINT64_MAX)
-            g->obj.size = c->total;
-        uint64_t expect = g->len;
-        if (c->total != UINT64_MAX)
-            expect = c->total > g->off ? OM_MIN(g->len, c->total - g->off) : 0;
-        if (c->range_len != UINT64_MAX && c->range_len < expect)
-            expect = UINT64_MAX; /* the server answered less than it holds */
-        if (!c->range_checked && expect != 0)
-            expect = UINT64_MAX; /* no body at all */
-        if (g->got != expect) {
-            rc = -EIO;
-            snprintf(g->err.message, sizeof(g->err.message),
-                     "short read: %" PRIu64 " bytes of %" PRIu64 " at offset %" PRIu64, g->got,
-                     g->len, g->off);
-            om_warn("GET %s: %s", g->key, g->err.message);
-        }
-    }
-    g->error = rc;
-    si_call_cleanup(c);
 }
 
 static void get_done(struct om_http_req *req, void *ud)
 {
     (void)req;
-    struct om_s3_get *g = ud;
-    get_finish(g);
+    struct om_store_get *g = ud;
+    sg_finish(g);
+    si_call_cleanup(&g->call);
     g->done(g);
 }
 
-int om_s3_get_submit(struct om_s3 *s3, struct om_s3_get *g)
+int om_s3_get_submit(struct om_s3 *s3, struct om_store_get *g)
 {
     return si_call_submit(&g->call, get_build(s3, g), get_done, g);
 }
 
-void om_s3_get_cancel(struct om_s3 *s3, struct om_s3_get *g)
+void om_s3_get_cancel(struct om_s3 *s3, struct om_store_get *g)
 {
     om_http_cancel(s3->http, &g->call.req);
 }
 
 ssize_t om_s3_get_range(struct om_s3 *s3, const char *key, uint64_t off, uint64_t len,
-                        const char *if_match, char *buf, struct om_s3_object *obj,
-                        struct om_s3_error *err)
+                        const char *if_match, char *buf, struct om_object *obj,
+                        struct om_store_error *err)
 {
     if (len == 0)
         return 0;
-    struct om_s3_get g = {.key = key, .off = off, .len = len, .if_match = if_match, .buf = buf};
+    struct om_store_get g = {.key = key, .off = off, .len = len, .if_match = if_match, .buf = buf};
     int rc = get_build(s3, &g);
     if (rc) {
         si_call_cleanup(&g.call);
         return rc;
     }
     om_http_perform(s3->http, &g.call.req);
-    get_finish(&g);
+    sg_finish(&g);
+    si_call_cleanup(&g.call);
     if (obj)
         *obj = g.obj;
     if (err)
@@ -806,10 +724,10 @@ ssize_t om_s3_get_range(struct om_s3 *s3, const char *key, uint64_t off, uint64_
 /* ---- PUT, DELETE, COPY ---- */
 
 int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body,
-              const unsigned char md5[OM_MD5_LEN], const struct om_s3_put_opts *opts,
-              char *etag, struct om_s3_error *err)
+              const unsigned char md5[OM_MD5_LEN], const struct om_put_opts *opts,
+              struct om_object *stored, struct om_store_error *err)
 {
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = si_call_init(&c, s3, "PUT", "PutObject", key, NULL);
     if (!rc)
         rc = si_call_set_body(&c, body);
@@ -819,12 +737,18 @@ int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body
         rc = si_add_put_opts(&c.req, opts);
     if (!rc)
         rc = si_call_perform(&c, err);
-    char got[OM_ETAG_MAX];
     if (!rc) {
-        si_copy_etag(om_headers_get(&c.req.resp_headers, "ETag"), got);
-        rc = si_check_md5_etag(got, md5, "PutObject", key, err);
-        if (etag)
-            om_strlcpy(etag, got, OM_ETAG_MAX);
+        /* An ETag other than the MD5 sent is not a failure here: it may
+         * not be an MD5 at all, and the commit's verification decides
+         * (reading back what no digest proves). It teaches whether this
+         * server's ETags are MD5s. */
+        struct om_object got;
+        om_s3_object_from_headers(&c.req.resp_headers, &got);
+        got.size = body->len;
+        if (got.sum.type == OM_SUM_MD5)
+            si_check_md5_etag(s3, got.etag, md5, "PutObject", key, NULL);
+        if (stored)
+            *stored = got;
     }
     if (rc == -ESTALE && opts && opts->if_none_match)
         rc = -EEXIST;
@@ -832,9 +756,9 @@ int om_s3_put(struct om_s3 *s3, const char *key, const struct om_http_body *body
     return rc;
 }
 
-int om_s3_delete(struct om_s3 *s3, const char *key, struct om_s3_error *err)
+int om_s3_delete(struct om_s3 *s3, const char *key, struct om_store_error *err)
 {
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = si_call_init(&c, s3, "DELETE", "DeleteObject", key, NULL);
     if (!rc)
         rc = si_call_perform(&c, err);
@@ -861,8 +785,8 @@ int si_copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
  * again guarded by x-amz-copy-source-if-unmodified-since; else -ESTALE. */
 int si_copy_412_check(struct om_s3 *s3, const char *src_key, const char *if_match, time_t *since)
 {
-    struct om_s3_object o;
-    struct om_s3_error herr;
+    struct om_object o;
+    struct om_store_error herr;
     if (om_s3_head(s3, src_key, &o, &herr) != 0 || strcmp(o.etag, if_match) != 0 || !o.mtime)
         return -ESTALE;
     om_info("copy of %s: the server refused x-amz-copy-source-if-match although the ETag is "
@@ -882,10 +806,10 @@ int si_add_unmodified_since(struct om_http_req *req, time_t since)
 }
 
 static int copy_once(struct om_s3 *s3, const char *src_key, const char *dst_key,
-                     const char *if_match, time_t since, const struct om_s3_put_opts *opts,
-                     char *etag, struct om_s3_error *err)
+                     const char *if_match, time_t since, const struct om_put_opts *opts,
+                     char *etag, struct om_store_error *err)
 {
-    struct om_s3_call c;
+    struct om_store_call c;
     struct om_buf src = {0};
     int rc = si_call_init(&c, s3, "PUT", "CopyObject", dst_key, NULL);
     if (!rc)
@@ -915,8 +839,8 @@ static int copy_once(struct om_s3 *s3, const char *src_key, const char *dst_key,
     return rc;
 }
 
-int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const char *if_match,
-               const struct om_s3_put_opts *opts, char *etag, struct om_s3_error *err)
+int si_copy_whole(struct om_s3 *s3, const char *src_key, const char *dst_key, const char *if_match,
+                  const struct om_put_opts *opts, char *etag, struct om_store_error *err)
 {
     int rc = copy_once(s3, src_key, dst_key, if_match, 0, opts, etag, err);
     time_t since;
@@ -928,8 +852,8 @@ int om_s3_copy(struct om_s3 *s3, const char *src_key, const char *dst_key, const
         return rc;
     /* If-Unmodified-Since has one-second steps: the source must still be
      * the version asked for, or the copy is removed */
-    struct om_s3_object o;
-    struct om_s3_error herr;
+    struct om_object o;
+    struct om_store_error herr;
     int h = om_s3_head(s3, src_key, &o, &herr);
     if (h == 0 && strcmp(o.etag, if_match) == 0 && o.mtime == since)
         return 0;

@@ -12,7 +12,7 @@
 static struct om_s3 *client(const char *endpoint, const char *bucket, enum om_addressing a)
 {
     struct om_creds c = {.anonymous = true};
-    struct om_s3_config cfg = {.endpoint = endpoint, .bucket = bucket, .addressing = a};
+    struct om_store_config cfg = {.endpoint = endpoint, .bucket = bucket, .addressing = a};
     char err[256];
     struct om_s3 *s3 = om_s3_new(NULL, &cfg, &c, err, sizeof(err));
     ck_assert_msg(s3 != NULL, "%s", err);
@@ -76,7 +76,7 @@ START_TEST(test_bad_endpoints_rejected)
 {
     struct om_creds c = {.anonymous = true};
     char err[256];
-    struct om_s3_config cfg = {.endpoint = "s3.example.com", .bucket = "b"};
+    struct om_store_config cfg = {.endpoint = "s3.example.com", .bucket = "b"};
     ck_assert_ptr_null(om_s3_new(NULL, &cfg, &c, err, sizeof(err)));
     ck_assert_ptr_nonnull(strstr(err, "invalid endpoint"));
     cfg.endpoint = "http://h/?x=1";
@@ -90,25 +90,28 @@ END_TEST
 
 START_TEST(test_error_table)
 {
-    ck_assert_int_eq(om_s3_errno(404, "NoSuchKey"), -ENOENT);
-    ck_assert_int_eq(om_s3_errno(404, "NoSuchBucket"), -ENOENT);
-    ck_assert_int_eq(om_s3_errno(403, "AccessDenied"), -EACCES);
-    ck_assert_int_eq(om_s3_errno(403, "SignatureDoesNotMatch"), -EACCES);
-    ck_assert_int_eq(om_s3_errno(403, "RequestTimeTooSkewed"), -EACCES);
-    ck_assert_int_eq(om_s3_errno(412, "PreconditionFailed"), -ESTALE);
-    ck_assert_int_eq(om_s3_errno(400, "BadDigest"), -EBADMSG);
-    ck_assert_int_eq(om_s3_errno(400, "EntityTooLarge"), -EFBIG);
-    ck_assert_int_eq(om_s3_errno(400, "KeyTooLongError"), -ENAMETOOLONG);
-    ck_assert_int_eq(om_s3_errno(503, "SlowDown"), -EAGAIN);
-    ck_assert_int_eq(om_s3_errno(501, "NotImplemented"), -ENOSYS);
+    ck_assert_int_eq(om_store_errno(404, "NoSuchKey"), -ENOENT);
+    ck_assert_int_eq(om_store_errno(404, "NoSuchBucket"), -ENOENT);
+    ck_assert_int_eq(om_store_errno(403, "AccessDenied"), -EACCES);
+    ck_assert_int_eq(om_store_errno(403, "SignatureDoesNotMatch"), -EACCES);
+    ck_assert_int_eq(om_store_errno(403, "RequestTimeTooSkewed"), -EACCES);
+    ck_assert_int_eq(om_store_errno(412, "PreconditionFailed"), -ESTALE);
+    ck_assert_int_eq(om_store_errno(400, "BadDigest"), -EBADMSG);
+    ck_assert_int_eq(om_store_errno(400, "EntityTooLarge"), -EFBIG);
+    ck_assert_int_eq(om_store_errno(400, "KeyTooLongError"), -ENAMETOOLONG);
+    ck_assert_int_eq(om_store_errno(503, "SlowDown"), -EAGAIN);
+    ck_assert_int_eq(om_store_errno(501, "NotImplemented"), -ENOSYS);
     /* without a code, the status decides */
-    ck_assert_int_eq(om_s3_errno(404, ""), -ENOENT);
-    ck_assert_int_eq(om_s3_errno(403, NULL), -EACCES);
-    ck_assert_int_eq(om_s3_errno(412, ""), -ESTALE);
-    ck_assert_int_eq(om_s3_errno(416, ""), -ERANGE);
-    ck_assert_int_eq(om_s3_errno(500, ""), -EIO);
-    ck_assert_int_eq(om_s3_errno(307, ""), -EREMOTE);
-    ck_assert_int_eq(om_s3_errno(418, "SomethingNew"), -EIO);
+    ck_assert_int_eq(om_store_errno(404, ""), -ENOENT);
+    ck_assert_int_eq(om_store_errno(403, NULL), -EACCES);
+    ck_assert_int_eq(om_store_errno(412, ""), -ESTALE);
+    ck_assert_int_eq(om_store_errno(416, ""), -ERANGE);
+    ck_assert_int_eq(om_store_errno(500, ""), -EIO);
+    ck_assert_int_eq(om_store_errno(307, ""), -EREMOTE);
+    ck_assert_int_eq(om_store_errno(418, "SomethingNew"), -EIO);
+    /* a file and a key under it at once, on stores that keep files */
+    ck_assert_int_eq(om_store_errno(409, "ObjectParentIsFile"), -ENOTDIR);
+    ck_assert_int_eq(om_store_errno(409, "ExistingObjectIsDirectory"), -EEXIST);
 }
 END_TEST
 
@@ -117,9 +120,82 @@ START_TEST(test_multipart_etag)
     unsigned char md5s[2][OM_MD5_LEN];
     om_md5("part1", 5, md5s[0]);
     om_md5("part2", 5, md5s[1]);
-    char etag[OM_ETAG_MAX];
-    om_s3_multipart_etag((const unsigned char(*)[OM_MD5_LEN])md5s, 2, etag);
-    ck_assert_str_eq(etag, "620e8b191a353bdc9189840bb3904928-2");
+    struct om_sum sum;
+    om_sum_of_parts((const unsigned char(*)[OM_MD5_LEN])md5s, 2, &sum);
+    ck_assert_int_eq(sum.type, OM_SUM_MD5_PARTS);
+    ck_assert_int_eq(sum.parts, 2);
+    ck_assert_str_eq(sum.hex, "620e8b191a353bdc9189840bb3904928");
+}
+END_TEST
+
+START_TEST(test_etag_shapes_give_digests_never_firm)
+{
+    struct om_sum s;
+    om_s3_sum_from_etag("D41D8CD98F00B204E9800998ECF8427E", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_MD5);
+    ck_assert(!s.firm);
+    ck_assert_str_eq(s.hex, "d41d8cd98f00b204e9800998ecf8427e");
+    /* SSE-KMS and SSE-C ETags are not MD5s */
+    om_s3_sum_from_etag("d41d8cd98f00b204e9800998ecf8427e", true, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("620e8b191a353bdc9189840bb3904928-2", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_MD5_PARTS);
+    ck_assert_int_eq(s.parts, 2);
+    ck_assert_str_eq(s.hex, "620e8b191a353bdc9189840bb3904928");
+    /* not a part count */
+    om_s3_sum_from_etag("620e8b191a353bdc9189840bb3904928-0", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("620e8b191a353bdc9189840bb3904928-02", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("620e8b191a353bdc9189840bb3904928-10001", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    /* AIStore: "v1-<checksum>-<mtime in base 36>" (core/lom.go) */
+    om_s3_sum_from_etag("v1-26c7827d889f6da3-dne297nd9gj2", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_XXH64);
+    ck_assert_str_eq(s.hex, "26c7827d889f6da3");
+    ck_assert(!s.firm);
+    om_s3_sum_from_etag("v1-26c7827d-dne297nd9gj2", false, &s); /* crc32c: not ours */
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("v1-zz", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+    om_s3_sum_from_etag("W/\"abc\"", false, &s);
+    ck_assert_int_eq(s.type, OM_SUM_NONE);
+}
+END_TEST
+
+START_TEST(test_a_digest_proves_only_what_it_can)
+{
+    struct om_local_sums have = {.have_md5 = true};
+    om_md5("hello", 5, have.md5);
+    struct om_sum s;
+    om_s3_sum_from_etag("5d41402abc4b2a76b9719d911017c592", false, &s);
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_MATCH);
+    /* a 32-hex ETag that differs proves nothing: it may not be an MD5 */
+    om_s3_sum_from_etag("00000000000000000000000000000000", false, &s);
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_NONE);
+    /* a firm digest that differs is another content */
+    s.firm = true;
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_MISMATCH);
+    /* a digest the writer lacks must be computed */
+    om_s3_sum_from_etag("v1-26c7827d889f6da3-dne297nd9gj2", false, &s);
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_MISSING);
+    struct om_digest d;
+    unsigned char x[OM_XXH64_LEN];
+    ck_assert_int_eq(om_digest_init(&d, OM_DIGEST_XXH64), 0);
+    om_digest_update(&d, "hello", 5);
+    ck_assert_int_eq(om_digest_final(&d, x), 0);
+    om_local_sums_set(&have, OM_DIGEST_XXH64, x);
+    /* XXH64("hello") is what AIStore stored for "hello" */
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_MATCH);
+    /* MD5 of parts: only the same cut into parts compares */
+    struct om_local_sums parts = {.have_parts = true, .nparts = 3};
+    om_s3_sum_from_etag("620e8b191a353bdc9189840bb3904928-2", false, &s);
+    ck_assert_int_eq(om_sum_check(&s, &parts), OM_PROOF_NONE);
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_MISSING);
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(om_sum_check(&s, &have), OM_PROOF_NONE);
 }
 END_TEST
 
@@ -134,7 +210,7 @@ START_TEST(test_object_headers)
     om_headers_add(&h, "x-amz-meta-uid", "1000");
     om_headers_add(&h, "x-amz-meta-gid", "100");
     om_headers_add(&h, "x-amz-meta-mtime", "1700000000.5");
-    struct om_s3_object o;
+    struct om_object o;
     om_s3_object_from_headers(&h, &o);
     ck_assert_uint_eq(o.size, 1024);
     ck_assert_str_eq(o.etag, "d41d8cd98f00b204e9800998ecf8427e");
@@ -200,7 +276,7 @@ END_TEST
 START_TEST(test_bad_sizes_and_mtimes_are_ignored)
 {
     struct om_header_list h = {0};
-    struct om_s3_object o;
+    struct om_object o;
     om_headers_add(&h, "Content-Length", "-1");
     om_headers_add(&h, "x-amz-meta-mtime", "1e300");
     om_s3_object_from_headers(&h, &o);
@@ -230,6 +306,8 @@ int main(void)
     tcase_add_test(tc, test_bad_endpoints_rejected);
     tcase_add_test(tc, test_error_table);
     tcase_add_test(tc, test_multipart_etag);
+    tcase_add_test(tc, test_etag_shapes_give_digests_never_firm);
+    tcase_add_test(tc, test_a_digest_proves_only_what_it_can);
     tcase_add_test(tc, test_object_headers);
     tcase_add_test(tc, test_numbers_from_the_server_are_checked);
     tcase_add_test(tc, test_bad_sizes_and_mtimes_are_ignored);

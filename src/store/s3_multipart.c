@@ -18,10 +18,10 @@
 
 /* ---- multipart ---- */
 
-int om_s3_mpu_create(struct om_s3 *s3, const char *key, const struct om_s3_put_opts *opts,
-                     char **upload_id, struct om_s3_error *err)
+int om_s3_mpu_create(struct om_s3 *s3, const char *key, const struct om_put_opts *opts,
+                     char **upload_id, struct om_store_error *err)
 {
-    struct om_s3_call c;
+    struct om_store_call c;
     *upload_id = NULL;
     int rc = si_call_init(&c, s3, "POST", "CreateMultipartUpload", key, "uploads=");
     if (!rc)
@@ -44,7 +44,7 @@ int om_s3_mpu_create(struct om_s3 *s3, const char *key, const struct om_s3_put_o
     return rc;
 }
 
-static int part_build(struct om_s3 *s3, struct om_s3_part_put *p)
+static int part_build(struct om_s3 *s3, struct om_store_part_put *p)
 {
     struct om_buf q = {0};
     p->error = 0;
@@ -60,11 +60,15 @@ static int part_build(struct om_s3 *s3, struct om_s3_part_put *p)
         rc = si_call_set_body(&p->call, &p->body);
     if (!rc)
         rc = si_add_md5(&p->call.req, p->md5);
+    /* AIStore loses a part sent twice under its number: one that may have
+     * reached it is not sent again (the writer begins a new upload) */
+    if (__atomic_load_n(&s3->aistore, __ATOMIC_RELAXED))
+        p->call.req.idempotent = false;
     p->call.op = p;
     return rc;
 }
 
-static void part_finish(struct om_s3_part_put *p)
+static void part_finish(struct om_store_part_put *p)
 {
     int rc = si_call_result(&p->call, &p->err);
     if (!rc) {
@@ -74,7 +78,13 @@ static void part_finish(struct om_s3_part_put *p)
             snprintf(p->err.message, sizeof(p->err.message), "part %d: no ETag in the answer",
                      p->number);
         } else {
-            rc = si_check_md5_etag(p->etag, p->md5, "UploadPart", p->key, &p->err);
+            struct om_sum sum;
+            const char *sse =
+                om_headers_get(&p->call.req.resp_headers, "x-amz-server-side-encryption");
+            om_s3_sum_from_etag(p->etag, sse && strncasecmp(sse, "aws:kms", 7) == 0, &sum);
+            if (sum.type == OM_SUM_MD5)
+                rc = si_check_md5_etag(p->call.be, p->etag, p->md5, "UploadPart", p->key,
+                                       &p->err);
         }
     }
     p->error = rc;
@@ -84,22 +94,22 @@ static void part_finish(struct om_s3_part_put *p)
 static void part_done(struct om_http_req *req, void *ud)
 {
     (void)req;
-    struct om_s3_part_put *p = ud;
+    struct om_store_part_put *p = ud;
     part_finish(p);
     p->done(p);
 }
 
-int om_s3_part_submit(struct om_s3 *s3, struct om_s3_part_put *p)
+int om_s3_part_submit(struct om_s3 *s3, struct om_store_part_put *p)
 {
     return si_call_submit(&p->call, part_build(s3, p), part_done, p);
 }
 
-void om_s3_part_cancel(struct om_s3 *s3, struct om_s3_part_put *p)
+void om_s3_part_cancel(struct om_s3 *s3, struct om_store_part_put *p)
 {
     om_http_cancel(s3->http, &p->call.req);
 }
 
-int om_s3_mpu_part(struct om_s3 *s3, struct om_s3_part_put *p)
+int om_s3_mpu_part(struct om_s3 *s3, struct om_store_part_put *p)
 {
     int rc = part_build(s3, p);
     if (rc) {
@@ -111,27 +121,11 @@ int om_s3_mpu_part(struct om_s3 *s3, struct om_s3_part_put *p)
     return p->error;
 }
 
-void om_s3_multipart_etag(const unsigned char (*part_md5)[OM_MD5_LEN], int n,
-                          char out[OM_ETAG_MAX])
-{
-    struct om_digest d;
-    unsigned char sum[OM_MD5_LEN];
-    out[0] = '\0';
-    if (om_digest_init(&d, OM_DIGEST_MD5))
-        return;
-    for (int i = 0; i < n; i++)
-        om_digest_update(&d, part_md5[i], OM_MD5_LEN);
-    if (om_digest_final(&d, sum))
-        return;
-    om_hex(sum, OM_MD5_LEN, out);
-    snprintf(out + 32, OM_ETAG_MAX - 32, "-%d", n);
-}
-
 /* Does the upload still exist? 1 yes, 0 no (NoSuchUpload), or -errno. */
 static int upload_exists(struct om_s3 *s3, const char *key, const char *upload_id)
 {
     struct om_buf q = {0};
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = om_buf_puts(&q, "max-parts=1&uploadId=");
     if (!rc)
         rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
@@ -140,7 +134,7 @@ static int upload_exists(struct om_s3 *s3, const char *key, const char *upload_i
     om_buf_free(&q);
     if (rc)
         return rc;
-    struct om_s3_error err;
+    struct om_store_error err;
     rc = si_call_perform(&c, &err);
     si_call_cleanup(&c);
     if (rc == 0)
@@ -151,8 +145,8 @@ static int upload_exists(struct om_s3 *s3, const char *key, const char *upload_i
 }
 
 int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
-                       const struct om_s3_part *parts, int nparts, char *etag,
-                       struct om_s3_error *err)
+                       const struct om_store_part *parts, int nparts, char *etag,
+                       struct om_store_error *err)
 {
     struct om_buf body = {0}, q = {0};
     int rc = om_buf_puts(&body, "<CompleteMultipartUpload>");
@@ -172,7 +166,7 @@ int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
     }
     enum { ATTEMPTS = 4 };
     for (int attempt = 1;; attempt++) {
-        struct om_s3_call c;
+        struct om_store_call c;
         rc = si_call_init(&c, s3, "POST", "CompleteMultipartUpload", key, q.data);
         if (!rc) {
             c.req.idempotent = false;
@@ -202,7 +196,7 @@ int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
         usleep((useconds_t)om_http_backoff_ms(200, 5000, attempt, rnd) * 1000);
         int exists = upload_exists(s3, key, upload_id);
         if (exists == 0) {
-            struct om_s3_object obj;
+            struct om_object obj;
             if (om_s3_head(s3, key, &obj, NULL) == 0) {
                 om_info("CompleteMultipartUpload %s: the first attempt took effect", key);
                 if (etag)
@@ -225,10 +219,10 @@ int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
 }
 
 int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
-                    struct om_s3_error *err)
+                    struct om_store_error *err)
 {
     struct om_buf q = {0};
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = om_buf_puts(&q, "uploadId=");
     if (!rc)
         rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
@@ -244,10 +238,10 @@ int om_s3_mpu_abort(struct om_s3 *s3, const char *key, const char *upload_id,
 
 static int part_copy_once(struct om_s3 *s3, const char *key, const char *upload_id, int number,
                           const char *src_key, uint64_t first, uint64_t last, const char *if_match,
-                          time_t since, char *etag, struct om_s3_error *err)
+                          time_t since, char *etag, struct om_store_error *err)
 {
     struct om_buf q = {0}, src = {0};
-    struct om_s3_call c;
+    struct om_store_call c;
     int rc = om_buf_printf(&q, "partNumber=%d&uploadId=", number);
     if (!rc)
         rc = om_uri_encode(&q, upload_id, strlen(upload_id), false);
@@ -285,7 +279,7 @@ static int part_copy_once(struct om_s3 *s3, const char *key, const char *upload_
 
 int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, int number,
                     const char *src_key, uint64_t first, uint64_t last, const char *if_match,
-                    char *etag, struct om_s3_error *err)
+                    char *etag, struct om_store_error *err)
 {
     int rc =
         part_copy_once(s3, key, upload_id, number, src_key, first, last, if_match, 0, etag, err);
@@ -298,7 +292,7 @@ int om_s3_part_copy(struct om_s3 *s3, const char *key, const char *upload_id, in
 }
 
 int om_s3_mpu_list(struct om_s3 *s3, const char *prefix, om_upload_cb cb, void *ud,
-                   struct om_s3_error *err)
+                   struct om_store_error *err)
 {
     char *key_marker = NULL, *id_marker = NULL;
     int rc = 0;
@@ -311,7 +305,7 @@ int om_s3_mpu_list(struct om_s3 *s3, const char *prefix, om_upload_cb cb, void *
             rc = si_add_param(&q, "key-marker", key_marker);
         if (!rc)
             rc = si_add_param(&q, "upload-id-marker", id_marker);
-        struct om_s3_call c;
+        struct om_store_call c;
         if (!rc)
             rc = si_call_init(&c, s3, "GET", "ListMultipartUploads", NULL, q.data);
         om_buf_free(&q);
@@ -335,3 +329,58 @@ int om_s3_mpu_list(struct om_s3 *s3, const char *prefix, om_upload_cb cb, void *
     return rc;
 }
 
+
+/* ---- copies ---- */
+
+/* src copied into dst in parts (UploadPartCopy): parts of 512 MiB, at most
+ * copy_max each, at least S3's smallest part and few enough for the part
+ * limit; the source guarded by its version. */
+static int copy_in_parts(struct om_s3 *s3, const char *src, const struct om_object *o,
+                         const char *dst, const struct om_put_opts *opts, char *etag,
+                         struct om_store_error *err)
+{
+    uint64_t part = OM_MIN(512ULL << 20, s3->copy_max);
+    part = OM_MAX(part, (o->size + OM_S3_MAX_PARTS - 1) / OM_S3_MAX_PARTS);
+    part = OM_MAX(part, OM_S3_MIN_PART);
+    int n = (int)((o->size + part - 1) / part);
+    char *id = NULL;
+    int rc = om_s3_mpu_create(s3, dst, opts, &id, err);
+    if (rc)
+        return rc;
+    struct om_store_part *parts = calloc((size_t)n, sizeof(*parts));
+    if (!parts)
+        rc = -ENOMEM;
+    for (int i = 0; i < n && !rc; i++) {
+        uint64_t first = (uint64_t)i * part, last = OM_MIN(first + part, o->size) - 1;
+        parts[i].number = i + 1;
+        rc = om_s3_part_copy(s3, dst, id, i + 1, src, first, last, o->etag, parts[i].etag, err);
+    }
+    if (!rc)
+        rc = om_s3_mpu_complete(s3, dst, id, parts, n, etag, err);
+    if (rc)
+        om_s3_mpu_abort(s3, dst, id, NULL);
+    free(parts);
+    free(id);
+    return rc;
+}
+
+int om_s3_copy(struct om_s3 *s3, const char *src, const struct om_object *srcobj, const char *dst,
+               const struct om_put_opts *opts, char *etag, struct om_store_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (srcobj->size <= s3->copy_max)
+        return si_copy_whole(s3, src, dst, srcobj->etag[0] ? srcobj->etag : NULL, opts, etag,
+                             err);
+    om_debug("copy of %s (%" PRIu64 " bytes, more than one CopyObject takes): in parts", src,
+             srcobj->size);
+    return copy_in_parts(s3, src, srcobj, dst, opts, etag, err);
+}
+
+int om_s3_set_meta(struct om_s3 *s3, const char *key, const struct om_object *srcobj,
+                   const struct om_file_meta *m, char *etag, struct om_store_error *err)
+{
+    struct om_put_opts opts = {
+        .meta = m, .content_type = srcobj->content_type[0] ? srcobj->content_type : NULL};
+    return om_s3_copy(s3, key, srcobj, key, &opts, etag, err);
+}
