@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Write the tar shards of tests/unit/shard/test_shard_tar.c into OUTDIR, as
+"""Write the tar shards of tests/unit/shard/test_shard_*.c into OUTDIR, as
 Python's tarfile (and, for sparse files, GNU tar) writes them, each with an
 expectation file NAME.expect read back by tarfile itself:
 
@@ -10,7 +10,16 @@ l (symlink), h (hard link, with its target's offset and size). Members
 that objmount does not list (sparse files, FIFOs) are not in it; NAME.skip
 says how many of each kind there are.
 
+Beside each tar, the index objects WebDataset tools write for it: NAME.idx
+in DALI's wds2idx format (v1.2, written here as wds2idx.py writes it from
+tarfile: regular files grouped by sample, hidden ones left out) and, when
+numpy is there, NAME.index.pN, wids' pickle (TarFileReader: the names and
+np.array of [offset, size] of its regular files) in pickle protocol N.
+
     make_tars.py OUTDIR
+    make_tars.py --fixtures DIR    the small committed fixtures of
+                                   tests/unit/shard/fixtures (no numpy needed
+                                   to read them back)
 """
 import hashlib
 import io
@@ -74,6 +83,8 @@ def write(name, fmt, build, **kw):
     with tarfile.open(path, "w", format=fmt, **kw) as tf:
         build(tf)
     expect(path)
+    dali_index(path)
+    wids_index(path)
 
 
 def sec_nsec(ti):
@@ -131,6 +142,75 @@ def expect(path):
     with open(path + ".skip", "w") as f:
         f.write("%d %d\n" % (skipped["sparse"], skipped["special"]))
 
+
+def dali_index(path):
+    """wds2idx.py's v1.2 index, from tarfile (its fallback when GNU tar is
+    missing): EXT OFFSET SIZE NAME per member, one line per sample."""
+    samples, last = [], None
+    with tarfile.open(path) as tf:
+        for ti in tf:
+            if ti.type != tarfile.REGTYPE:
+                continue
+            name = ti.name
+            dot = name.find(".", name.rfind("/") + 1)
+            base, ext = name[:dot], name[dot + 1:]
+            if not base or base.endswith("/"):
+                continue
+            if base != last:
+                samples.append([])
+                last = base
+            samples[-1].append("%s %d %d %s" % (ext, ti.offset_data, ti.size, name))
+    with open(path[:-len(".tar")] + ".idx", "w") as f:
+        f.write("v1.2 %d\n" % len(samples))
+        for sample in samples:
+            f.write(" ".join(sample) + "\n")
+
+
+def wids_index(path, out_prefix=None):
+    """wids' TarFileReader index, pickled in protocols 2 to 5 (and, for
+    numpy 2's module names, protocol 2 with them)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    import pickle
+    tf = tarfile.open(path, "r")
+    fnames, index = [], []
+    for member in tf:
+        if member.isfile():
+            fnames.append(member.name)
+            index.append([tf.fileobj.tell(), member.size])
+    tf.close()
+    arr = np.array(index)
+    prefix = out_prefix or path + ".index"
+    for proto in (2, 3, 4, 5):
+        with open("%s.p%d" % (prefix, proto), "wb") as f:
+            pickle.dump((fnames, arr), f, protocol=proto)
+    data = pickle.dumps((fnames, arr), protocol=2)
+    data = data.replace(b"cnumpy.core.multiarray\n", b"cnumpy._core.multiarray\n")
+    with open("%s.np2.p2" % prefix, "wb") as f:
+        f.write(data)
+
+
+if len(sys.argv) == 3 and sys.argv[1] == "--fixtures":
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+
+    def small(tf):
+        add_file(tf, "s/000000.jpg", 700)
+        add_file(tf, "s/000000.cls", 1)
+        add_file(tf, "s/000001.jpg", 0)
+        add_file(tf, "s/000001.cls", 2)
+
+    path = os.path.join(out, "small.tar")
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
+        small(tf)
+    dali_index(path)
+    wids_index(path, os.path.join(out, "small.tar.index"))
+    with tarfile.open(os.path.join(out, "empty.tar"), "w") as tf:
+        pass
+    wids_index(os.path.join(out, "empty.tar"), os.path.join(out, "empty.tar.index"))
+    sys.exit(0)
 
 write("gnu.tar", tarfile.GNU_FORMAT, lambda tf: members_common(tf, 0))
 write("pax.tar", tarfile.PAX_FORMAT, lambda tf: members_common(tf, 0.25))
