@@ -219,8 +219,10 @@ int om_shard_index_decode(const void *buf, size_t len, const struct om_shard_ide
                           const struct om_shard_limits *lim, struct om_shard_index *ix, char *err,
                           size_t errlen);
 
-/* Decode flags: skip the checksum (fuzzing; the structure is still checked). */
+/* Decode flags (fuzzing; the structure is still checked): skip the
+ * checksum; skip the identity (expect may then be NULL). */
 #define OM_SHARD_DECODE_NO_CHECKSUM 1u
+#define OM_SHARD_DECODE_NO_IDENT 2u
 int om_shard_index_decode_flags(const void *buf, size_t len, const struct om_shard_ident *expect,
                                 const struct om_shard_limits *lim, unsigned flags,
                                 struct om_shard_index *ix, char *err, size_t errlen);

@@ -702,9 +702,10 @@ int om_shard_index_decode_flags(const void *buf, size_t len, const struct om_sha
     for (int i = 0; i < 4; i++)
         if (get_str(&p, end, &s[i], &sl[i]))
             return fail(-EBADMSG, err, errlen, "shard index header is truncated");
-    if (!expect || size != expect->size || !same_str(s[0], sl[0], expect->endpoint) ||
-        !same_str(s[1], sl[1], expect->bucket) || !same_str(s[2], sl[2], expect->key) ||
-        !same_str(s[3], sl[3], expect->etag))
+    if (!(flags & OM_SHARD_DECODE_NO_IDENT) &&
+        (!expect || size != expect->size || !same_str(s[0], sl[0], expect->endpoint) ||
+         !same_str(s[1], sl[1], expect->bucket) || !same_str(s[2], sl[2], expect->key) ||
+         !same_str(s[3], sl[3], expect->etag)))
         return fail(-ESTALE, err, errlen,
                     "shard index of %.*s (ETag %.*s, %" PRIu64 " bytes), not of this shard",
                     (int)OM_MIN(sl[2], 512), s[2], (int)OM_MIN(sl[3], 128), s[3], size);
