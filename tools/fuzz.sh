@@ -16,7 +16,8 @@ cd "$root"
 seconds=${1:-60}
 [[ $# -gt 0 ]] && shift
 targets=("$@")
-((${#targets[@]})) || targets=(xml_list ais_list xml_error headers content_range url options creds sidecar ctl manifest)
+((${#targets[@]})) || targets=(xml_list ais_list xml_error headers content_range url options creds sidecar ctl
+    manifest shard_tar shard_index)
 
 build="$root/build-fuzz"
 command -v clang >/dev/null 2>&1 || { echo "fuzz.sh: clang is missing (tools/bootstrap.sh installs it)" >&2; exit 2; }

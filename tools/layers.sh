@@ -39,8 +39,8 @@ import json, os, re, subprocess, sys
 
 # Top layer first. "tools" are the other programs (objmountctl, om-s3, ...),
 # "main" is src/main.c; every other name is a folder of src/.
-LAYERS = ["tools", "main", "fuse", "ctl", "conf", "read", "ns", "write", "cache", "store",
-          "http", "base"]
+LAYERS = ["tools", "main", "fuse", "ctl", "conf", "read", "ns", "write", "shard", "cache",
+          "store", "http", "base"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 root, build = sys.argv[1], sys.argv[2]
