@@ -43,7 +43,7 @@ struct om_http_outcome {
     bool body_sent;      /* some request body bytes went out this attempt */
     int attempts;        /* attempts made, this one included */
     int max_attempts;    /* the engine's limit, >= 1 */
-    int redirects;       /* redirects followed so far */
+    int redirects;       /* redirects followed by this attempt */
     int max_redirects;   /* the engine's limit of hops */
 };
 

@@ -124,6 +124,11 @@ struct om_http_xfer {
     int sink_error;
     char *visited[MAX_HOPS_LIMIT + 1];
     int nvisited;
+    /* The URL before the first redirect hop of this attempt: a retry goes
+     * back there, so the server that redirected (AIStore's proxy) picks the
+     * target again, and a target that died is not asked again and again. */
+    char *origin;
+    int hops; /* redirects followed this attempt (the limit is per attempt) */
     uint64_t due_ms;
     uint64_t start_ns;
     uint64_t total_in, total_out; /* body bytes over every attempt */
@@ -598,6 +603,16 @@ static void schedule_retry(struct om_http_xfer *x, long min_delay_ms)
     atomic_fetch_add(&h->st.retries, 1);
     if (x->delivered && req->sink.reset)
         req->sink.reset(req->sink.ud);
+    if (x->origin) {
+        /* back to the URL that redirected: it may send us elsewhere now */
+        free(req->url);
+        req->url = x->origin;
+        x->origin = NULL;
+        for (int i = 1; i < x->nvisited; i++)
+            free(x->visited[i]);
+        x->nvisited = 1;
+    }
+    x->hops = 0;
     om_debug("%s %s: attempt %d failed (%s), retrying in %ld ms", req->method,
              req->op ? req->op : "", req->attempts, req->errmsg, delay);
     x->due_ms = om_now_ms() + (uint64_t)delay;
@@ -644,9 +659,13 @@ static int follow_redirect(struct om_http_xfer *x, const char *location)
         om_url_redact(next, shown, sizeof(shown));
         om_debug("%s: redirect %ld to %s", req->op ? req->op : req->method, x->status, shown);
     }
-    free(req->url);
+    if (!x->origin)
+        x->origin = req->url; /* a retry starts there again */
+    else
+        free(req->url);
     req->url = next;
     req->redirects++;
+    x->hops++;
     atomic_fetch_add(&h->st.redirects, 1);
     list_push_front(&h->queued, x);
     return 0;
@@ -687,7 +706,7 @@ static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, ch
         .body_sent = x->body_sent,
         .attempts = req->attempts,
         .max_attempts = h->cfg.max_attempts,
-        .redirects = req->redirects,
+        .redirects = x->hops,
         .max_redirects = h->cfg.max_redirects,
     };
     pthread_mutex_lock(&h->lock);
@@ -871,6 +890,7 @@ static void finish(struct om_http_xfer *x)
     curl_slist_free_all(x->slist);
     for (int i = 0; i < x->nvisited; i++)
         free(x->visited[i]);
+    free(x->origin);
     atomic_fetch_add(&h->st.requests, 1);
     if (req->error == -ECANCELED) /* abandoned by its caller: not a failure */
         atomic_fetch_add(&h->st.cancelled, 1);
