@@ -167,8 +167,9 @@ static int probe_run(void *p)
 {
     struct probe *pr = p;
     pr->taken_ms = om_now_ms();
-    return om_store_check_listing(pr->client.store, pr->cfg->prefix, pr->seed ? om_list_seed_add : NULL,
-                               pr->seed, &pr->complete, &pr->skew, &pr->e);
+    return om_store_check_listing(pr->client.store, pr->cfg->prefix,
+                                  pr->seed ? om_list_seed_add : NULL, pr->seed, &pr->complete,
+                                  &pr->skew, &pr->e);
 }
 
 static void probe_progress(void *p, uint64_t elapsed_ms)
@@ -544,6 +545,8 @@ int main(int argc, char **argv)
     memset(&fs, 0, sizeof(fs));
     struct om_client client;
     rc = om_client_open(&client, &cfg, err, sizeof(err));
+    if (!rc && !cfg.manifest) /* what the server is decides how to write to it */
+        om_store_identify(client.store);
     if (!rc && (rc = om_fs_init(&fs, &cfg, &client, err, sizeof(err))) != 0)
         om_client_close(&client);
     if (!rc && seed && om_meta_seed_root(fs.meta, seed, seed_ms) != 0)

@@ -130,6 +130,10 @@ int om_s3_lookup(struct om_s3 *s3, const char *key, struct om_store_lookup *out,
 int om_s3_check_list(struct om_s3 *s3, const struct om_list_params *p, om_list_cb cb, void *ud,
                      bool *complete, long *skew_s, struct om_store_error *err);
 
+/* A HEAD of the bucket, to learn whether an AIStore cluster answers (it
+ * says so; its caps change then). Errors are ignored. */
+void om_s3_identify(struct om_s3 *s3);
+
 /* ---- helpers exposed for tests ---- */
 
 /* URL of key (NULL or "" = the bucket) with an encoded query (may be NULL). */

@@ -384,6 +384,12 @@ int om_store_check_bucket(struct om_store *st, long *skew_s, struct om_store_err
 int om_store_check_listing(struct om_store *st, const char *dirkey, om_list_cb cb, void *ud,
                            bool *complete, long *skew_s, struct om_store_error *err);
 
+/* Learn what the server behind the store is, where a backend needs to:
+ * S3 asks whether an AIStore cluster answers (a HEAD of the bucket), which
+ * changes its caps (no directory markers, no part sent twice). Errors are
+ * ignored. Once, at the mount, after the bucket check. */
+void om_store_identify(struct om_store *st);
+
 /* ---- verifying what was stored ---- */
 
 /* The digests a writer has of what it wrote (the have_* flags say which). */

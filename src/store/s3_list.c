@@ -228,8 +228,8 @@ static int count_entry(void *ud, const struct om_list_entry *e)
  * the server's clock from its Date header. */
 /* A HEAD of the bucket: an AIStore cluster names itself in its answer
  * (Server: AIStore), which the listing's answer may not do. Its outcome
- * teaches only that; the listing is the check. */
-static void learn_server(struct om_s3 *s3)
+ * teaches only that. */
+void om_s3_identify(struct om_s3 *s3)
 {
     struct om_store_call c;
     if (si_call_init(&c, s3, "HEAD", "HeadBucket", NULL, NULL) == 0) {
@@ -242,7 +242,6 @@ static void learn_server(struct om_s3 *s3)
 int om_s3_check_list(struct om_s3 *s3, const struct om_list_params *p, om_list_cb cb, void *ud,
                      bool *complete, long *skew_s, struct om_store_error *err)
 {
-    learn_server(s3);
     uint64_t n = 0;
     struct list_ctx l = {.cb = cb ? cb : count_entry, .ud = cb ? ud : &n};
     struct om_store_call c;

@@ -126,6 +126,11 @@ static int s3_check_list(void *be, const struct om_list_params *p, om_list_cb cb
     return om_s3_check_list(be, p, cb, ud, complete, skew_s, err);
 }
 
+static void s3_identify(void *be)
+{
+    om_s3_identify(be);
+}
+
 const struct om_store_ops om_s3_ops = {
     .free = s3_free,
     .caps = s3_caps,
@@ -149,4 +154,5 @@ const struct om_store_ops om_s3_ops = {
     .list_page = s3_list_page,
     .lookup = s3_lookup,
     .check_list = s3_check_list,
+    .identify = s3_identify,
 };

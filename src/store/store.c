@@ -248,3 +248,9 @@ int om_store_check_listing(struct om_store *st, const char *dirkey, om_list_cb c
     struct om_list_params p = {.prefix = dirkey, .delimiter = "/"};
     return st->ops->check_list(st->be, &p, cb, ud, complete, skew_s, err);
 }
+
+void om_store_identify(struct om_store *st)
+{
+    if (st->ops->identify)
+        st->ops->identify(st->be);
+}

@@ -54,6 +54,8 @@ struct om_store_ops {
      * only); *complete (may be NULL): the page was the whole listing. */
     int (*check_list)(void *be, const struct om_list_params *p, om_list_cb cb, void *ud,
                       bool *complete, long *skew_s, struct om_store_error *err);
+    /* Learn what the server is where the backend needs to (may be NULL). */
+    void (*identify)(void *be);
 };
 
 struct om_store {
