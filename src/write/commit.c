@@ -218,12 +218,21 @@ again:
     w->part_failed = false;
     for (int i = 0; i < w->nparts; i++)
         w->parts[i]->failures = 0;
+    int restarts = 0;
     for (;;) {
         if (!w->working && w->inflight == 0 && wi_upload_spoiled(w)) {
             /* a store that takes each part number once: begin anew */
+            if (++restarts > PART_RETRIES) {
+                if (!w->last_error[0])
+                    snprintf(w->last_error, sizeof(w->last_error),
+                             "the upload began anew %d times", PART_RETRIES);
+                return -EIO;
+            }
             pthread_mutex_unlock(&w->lock);
             wi_abort_upload(w);
             pthread_mutex_lock(&w->lock);
+            w->part_failed = false;
+            continue;
         }
         /* everything not stored yet goes out, including parts that came back
          * changed from an upload that was under way when the commit began */

@@ -434,8 +434,13 @@ bool wi_upload_spoiled(struct om_writer *w)
         return false;
     for (int i = 0; i < w->nparts; i++) {
         struct part *p = w->parts[i];
-        if (p->len > 0 && p->sent_seq == w->upload_seq && p->gen != p->up_gen)
-            return true; /* changed after its number went out */
+        if (p->len == 0 || p->sent_seq != w->upload_seq)
+            continue;
+        /* its number went out, and the part must go again: it failed, or
+         * it changed since */
+        if (p->state == P_IDLE || p->state == P_QUEUED ||
+            (p->state == P_DONE && p->gen != p->up_gen))
+            return true;
     }
     return false;
 }

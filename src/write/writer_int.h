@@ -165,9 +165,9 @@ void wi_count_hashed(struct om_writers *ws, uint64_t n);
 void wi_learn_etag_form(struct om_writers *ws, enum om_etag_form seen);
 /* The current upload can no longer be completed right on a store that
  * takes each part number once (caps.part_replace false): a part sent into
- * it changed since. The commit then begins a new upload (a part that
- * failed fails the attempt, and the commit's retry begins anew). Caller
- * holds w->lock. */
+ * it failed or changed since, and must go again. The commit then begins a
+ * new upload (at most PART_RETRIES times per attempt). Caller holds
+ * w->lock. */
 bool wi_upload_spoiled(struct om_writer *w);
 
 /* writer.c; no lock held */
