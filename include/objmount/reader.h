@@ -154,6 +154,7 @@ struct om_readers_stats {
     uint64_t prefetch_bytes;
     uint64_t prefetch_hits;   /* of those, opened */
     uint64_t prefetch_wasted_bytes; /* dropped without an open */
+    uint64_t version_heads;   /* HEADs at open for a version a listing did not give */
 };
 void om_readers_get_stats(struct om_readers *rs, struct om_readers_stats *out);
 

@@ -538,6 +538,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "open_readers", n->rd.open_readers);
     om_json_u64(&j, "lookup_whole_gets", n->rd.lookup_gets);
     om_json_u64(&j, "lookup_whole_gets_opened", n->rd.lookup_get_hits);
+    om_json_u64(&j, "version_heads", n->rd.version_heads);
     om_json_u64(&j, "lookup_heads", n->rd.lookup_heads);
     om_json_u64(&j, "lookup_pool_answers", n->rd.lookup_pool_answers);
     om_json_u64(&j, "cache_loads", n->rd.cache_loads);

@@ -1258,6 +1258,16 @@ static int fetch_whole(struct om_readers *rs, const char *key, uint64_t size,
         return 0;
     if (cached_whole(rs, key, listed_etag, size))
         return om_store_head(rs->store, key, obj, err);
+    if ((!listed_etag || !listed_etag[0]) && rs->cfg.dcache && size > 0) {
+        /* listed without a version (AIStore's S3 API): a HEAD tells it,
+         * and the data cache may answer the rest */
+        int h = om_store_head(rs->store, key, obj, err);
+        pthread_mutex_lock(&rs->lock);
+        rs->st.version_heads++;
+        pthread_mutex_unlock(&rs->lock);
+        if (h || obj->size != size || cached_whole(rs, key, obj->etag, size))
+            return h;
+    }
     size_t maplen = (size_t)((size + 4095) & ~(uint64_t)4095);
     pthread_mutex_lock(&rs->lock);
     if (++rs->win_lookups >= LOOKUP_WINDOW) {
@@ -1335,6 +1345,23 @@ void om_readers_free(struct om_readers *rs)
     free(rs);
 }
 
+/* A listing without version tokens (AIStore's S3 API lists objects of a
+ * non-MD5 checksum without ETags): with the data cache on, the version the
+ * cache is keyed by comes from a HEAD, once per open. The version is kept
+ * only when the HEAD shows the size the open has (else the object changed
+ * since it was listed, and the open reads without the cache). */
+static void version_for_cache(struct om_readers *rs, const char *key, uint64_t size,
+                              char etag[OM_ETAG_MAX])
+{
+    struct om_object o;
+    struct om_store_error err;
+    if (om_store_head(rs->store, key, &o, &err) == 0 && o.size == size)
+        om_strlcpy(etag, o.etag, OM_ETAG_MAX);
+    pthread_mutex_lock(&rs->lock);
+    rs->st.version_heads++;
+    pthread_mutex_unlock(&rs->lock);
+}
+
 struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
                                  const char *etag)
 {
@@ -1343,6 +1370,11 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
         return NULL;
     if (!etag)
         etag = "";
+    char headed[OM_ETAG_MAX] = "";
+    if (!etag[0] && rs->cfg.dcache && size > 0) {
+        version_for_cache(rs, key, size, headed);
+        etag = headed;
+    }
     r->rs = rs;
     r->window = rs->cfg.prefetch_initial;
     pthread_mutex_lock(&rs->lock);
