@@ -180,6 +180,12 @@ class AisCluster(Server):
         self.nodes = []
         self.proxy_url = None
 
+    @property
+    def redirects(self):
+        """Object requests are answered with redirects to the targets
+        (always on the native API; on the S3 API unless S3-Reverse-Proxy)."""
+        return self.api == "native" or not self.reverse_proxy
+
     # -- lifecycle ---------------------------------------------------------
     def _launch(self):
         ensure_intra_address()

@@ -81,6 +81,10 @@ class FaultProxy:
                "--secret-key", self.secret_key, "--region", self.region]
         if self.initial_config:
             cmd += ["--config", json.dumps(self.initial_config)]
+        if self.server is not None and getattr(self.server, "redirects", False):
+            # an AIStore that answers with 307s: its targets are reached
+            # through the proxy too, so every fault reaches them
+            cmd.append("--hop-redirects")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -48,6 +48,7 @@ function parseArgs(argv) {
     secretKey: 'S3RVER',
     region: 'us-east-1',
     config: null,
+    hopRedirects: false,
   };
   const names = {
     '--upstream': 'upstream',
@@ -62,13 +63,18 @@ function parseArgs(argv) {
     '--config': 'config',
   };
   for (let i = 2; i < argv.length; i++) {
+    if (argv[i] === '--hop-redirects') {
+      opts.hopRedirects = true; // as config hop_redirects, whatever a reset does
+      continue;
+    }
     const name = names[argv[i]];
     if (!name || i + 1 >= argv.length) {
       if (argv[i] === '-h' || argv[i] === '--help') {
         process.stdout.write(
           'usage: faultproxy.js --upstream URL [--listen H:P] [--control H:P]\n' +
             '       [--gateway H:P] [--target H:P] [--port-file F]\n' +
-            '       [--access-key K] [--secret-key S] [--region R] [--config JSON]\n',
+            '       [--access-key K] [--secret-key S] [--region R] [--config JSON]\n' +
+            '       [--hop-redirects]\n',
         );
         process.exit(0);
       }
@@ -101,6 +107,11 @@ function defaultConfig() {
     // a store that ignores If-Match on GET and HEAD (the proxy drops it and
     // re-signs): objmount must still never mix two versions in one read
     ignore_if_match: false,
+    // redirects of the upstream (a real AIStore's 307s to its targets) come
+    // back through this proxy: the front listener rewrites an absolute
+    // Location to another host to /_hop/HOST:PORT/..., which it forwards to
+    // HOST:PORT, so every fault reaches the targets too
+    hop_redirects: false,
     aistore: {
       etag_non_md5: false, // single-PUT ETags become 40 hex digits
       multipart_etag: 'md5', // 'md5' (as s3rver) or 'aws' (md5 of part md5s -N)
@@ -115,6 +126,7 @@ function emptyStats() {
     faults: { latency: 0, errors: 0, reset: 0, truncate: 0, short_put: 0 },
     faults_by_kind: {},
     redirects: 0,
+    hops: 0, // requests forwarded to a redirect target (hop_redirects)
     target_refused: 0,
     gateway_list_pages: 0,
     upstream_errors: 0,
@@ -425,6 +437,16 @@ class Proxy {
   async handle(listener, req, res) {
     const state = this.state;
     const prefix = listener === 'front' ? '' : '/s3';
+    let hop = null;
+    const hm = listener === 'front' ? /^\/_hop\/([^/]+)(\/.*)?$/.exec(req.url) : null;
+    if (hm) {
+      // a request to a redirect target (hop_redirects): /_hop/HOST:PORT/path
+      const auth = decodeURIComponent(hm[1]);
+      const i = auth.lastIndexOf(':');
+      hop = { hostname: auth.slice(0, i), port: Number(auth.slice(i + 1)), host: auth };
+      req.url = hm[2] || '/';
+      state.stats.hops++;
+    }
     const t = parseTarget(req.url, prefix);
     let redirected = false;
     if (t && listener === 'target') {
@@ -436,6 +458,7 @@ class Proxy {
     const ctx = {
       redirected,
       listener,
+      hop,
       req,
       res,
       method: req.method,
@@ -554,7 +577,7 @@ class Proxy {
     if (opts.dropHeaders) for (const h of opts.dropHeaders) delete headers[h];
     if (opts.setHeaders) Object.assign(headers, opts.setHeaders);
     if (opts.resign) {
-      if (!opts.keepHost) headers.host = this.upstreamHost;
+      if (!opts.keepHost) headers.host = ctx.hop ? ctx.hop.host : this.upstreamHost;
       signRequest({
         method: req.method,
         rawPath,
@@ -566,9 +589,10 @@ class Proxy {
       });
     }
     const path = rawPath + (rawQuery ? '?' + rawQuery : '');
+    const up = ctx.hop || this.upstream;
     const upReq = http.request({
-      host: this.upstream.hostname,
-      port: this.upstream.port,
+      host: up.hostname,
+      port: up.port,
       method: req.method,
       path,
       headers,
@@ -673,6 +697,14 @@ class Proxy {
       else headers[lower] = upRes.rawHeaders[i + 1];
     }
     if (mutate) mutate(headers);
+    if (ctx.listener === 'front' && (this.opts.hopRedirects || this.state.config.hop_redirects) &&
+        headers.location &&
+        upRes.statusCode >= 300 && upRes.statusCode < 400) {
+      const m = /^http:\/\/([^/?#]+)(.*)$/i.exec(String(headers.location));
+      const front = this.addresses.front;
+      if (m && m[1] !== `${front.address}:${front.port}`)
+        headers.location = `http://${front.address}:${front.port}/_hop/${m[1]}${m[2] || '/'}`;
+    }
     const hasBody = ctx.method !== 'HEAD' && upRes.statusCode !== 204 && upRes.statusCode !== 304;
     // A body-less upstream response must still be consumed, or its socket
     // never returns to the keep-alive pool (and the pool runs dry).
