@@ -103,6 +103,10 @@ struct om_store_caps {
      * a marker object. AIStore stores it as "dir": a file that collides
      * with the directory's own objects (ErrMv) on the target holding both. */
     bool dir_marker;
+    /* Keeps user metadata (modes, owners, times) with an object. AIStore's
+     * S3 API accepts x-amz-meta-* and stores none of it (its native API
+     * keeps custom metadata). */
+    bool user_meta;
 };
 
 /* ---- construction ---- */

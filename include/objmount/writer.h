@@ -125,8 +125,15 @@ ssize_t om_writer_read(struct om_writer *w, char *buf, size_t len, uint64_t off)
 int om_writer_truncate(struct om_writer *w, uint64_t size);
 /* Metadata that will ride on the next commit. */
 void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m);
-/* Record metadata changes made while open. */
+/* Record metadata changes made while open: they ride on the next commit
+ * (one is due now). Where the store keeps no user metadata
+ * (om_writers_keep_meta false) they are only shown while open, and no
+ * commit is due for them. */
 void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m);
+/* The store keeps modes, owners and times with an object (caps.user_meta).
+ * When it does not (AIStore's S3 API), om_writer_store_meta sends nothing
+ * and the new metadata lasts while the mount holds the file's attributes. */
+bool om_writers_keep_meta(struct om_writers *ws);
 
 struct om_commit_result {
     bool stored; /* false: this writer has stored nothing (the rest is unset) */
@@ -160,7 +167,9 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
 /* Store new metadata on an object nobody has open for writing
  * (om_store_set_meta: S3 copies it onto itself with the metadata replaced,
  * in parts past the copy limit; guarded by etag). obj receives what is
- * stored now. -ENOSYS where the store cannot. */
+ * stored now. Where the store keeps no user metadata, nothing is sent
+ * (counted in meta_not_stored, warned once) and obj is the object with
+ * the new metadata, for the mount to show. */
 int om_writer_store_meta(struct om_writers *ws, const char *key, const char *etag, uint64_t size,
                          const struct om_file_meta *m, struct om_object *obj);
 
@@ -223,6 +232,7 @@ struct om_writers_stats {
     uint64_t part_copies;        /* unchanged parts copied on the server (UploadPartCopy) */
     uint64_t bytes_copied;       /* their bytes: not uploaded */
     bool part_copy_unsupported;  /* the server answered UploadPartCopy 501 */
+    uint64_t meta_not_stored;    /* chmod/chown/utime the store could not keep */
     uint64_t space_reclaims;     /* times the data cache gave space back to staging */
 };
 void om_writers_get_stats(struct om_writers *ws, struct om_writers_stats *out);

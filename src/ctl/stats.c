@@ -610,6 +610,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "part_copies", n->wr.part_copies);
         om_json_u64(&j, "copied_bytes", n->wr.bytes_copied);
         om_json_bool(&j, "part_copy_unsupported", n->wr.part_copy_unsupported);
+        om_json_u64(&j, "meta_not_stored", n->wr.meta_not_stored);
         om_json_u64(&j, "flushes_deferred", n->wr.flushes_deferred);
         om_json_u64(&j, "space_reclaims", n->wr.space_reclaims);
         om_json_u64(&j, "recovered", n->wr.recovered);

@@ -615,13 +615,18 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
     }
     if (S_ISDIR(type)) {
         rc = om_ns_dir_setattr(fs->ns, ino, &m);
-    } else if (w) {
-        om_writer_set_meta(w, &m);
-        om_writer_release(w);
-    } else if (exists) {
-        rc = om_writer_store_meta(fs->writers, key, obj.etag, obj.size, &m, &obj);
-        if (!rc)
-            om_meta_committed(fs->meta, ino, &obj);
+    } else {
+        if (w) {
+            om_writer_set_meta(w, &m);
+            om_writer_release(w);
+        }
+        /* not open for writing, or a store that keeps no metadata (then
+         * the mount holds it, for after the close too) */
+        if (exists && (!w || !om_writers_keep_meta(fs->writers))) {
+            rc = om_writer_store_meta(fs->writers, key, obj.etag, obj.size, &m, &obj);
+            if (!rc)
+                om_meta_committed(fs->meta, ino, &obj);
+        }
     }
     free(key);
     return rc;

@@ -35,9 +35,14 @@
 #include "objmount/xml.h"
 #include "store_int.h"
 
-/* Custom metadata keys of the file's metadata (the names s3fs-fuse gives
- * them as x-amz-meta-*: the S3 API of the same cluster shows them so). */
-static const char *const meta_keys[] = {"mode", "uid", "gid", "mtime"};
+/* Custom metadata keys of the file's metadata: the names s3fs-fuse gives
+ * them, as S3 user metadata. AIStore's S3 API shows custom keys that begin
+ * with "X-Amz-Meta-" as x-amz-meta-* (ais/s3/types.go), so S3 clients of
+ * the same bucket (boto3, s3fs-fuse, objmount over S3) see these modes and
+ * times. Keys without the prefix (objmount before it used it) are read too. */
+#define META_PREFIX "X-Amz-Meta-"
+static const char *const meta_keys[] = {META_PREFIX "Mode", META_PREFIX "Uid", META_PREFIX "Gid",
+                                        META_PREFIX "Mtime"};
 
 /* ---- construction ---- */
 
@@ -104,6 +109,7 @@ struct om_ais *om_ais_new(struct om_http *http, const struct om_store_config *cf
         .part_replace = false,
         .rename = true,
         .dir_marker = false, /* "dir/" is an invalid object name */
+        .user_meta = true,   /* custom metadata (Ais-Custom-Md, PATCH) */
     };
     pthread_mutex_init(&ais->lock, NULL);
     return ais;
@@ -324,13 +330,16 @@ static void custom_md(const char *kv, size_t n, struct om_object *obj)
         return;
     memcpy(v, eq + 1, vlen);
     v[vlen] = '\0';
-    if (klen == 4 && strncmp(kv, "mode", 4) == 0)
+    size_t plen = strlen(META_PREFIX);
+    if (klen > plen && strncasecmp(kv, META_PREFIX, plen) == 0)
+        kv += plen, klen -= plen;
+    if (klen == 4 && strncasecmp(kv, "mode", 4) == 0)
         obj->has_mode = parse_u32(v, &obj->mode);
-    else if (klen == 3 && strncmp(kv, "uid", 3) == 0)
+    else if (klen == 3 && strncasecmp(kv, "uid", 3) == 0)
         obj->has_uid = parse_u32(v, &obj->uid);
-    else if (klen == 3 && strncmp(kv, "gid", 3) == 0)
+    else if (klen == 3 && strncasecmp(kv, "gid", 3) == 0)
         obj->has_gid = parse_u32(v, &obj->gid);
-    else if (klen == 5 && strncmp(kv, "mtime", 5) == 0) {
+    else if (klen == 5 && strncasecmp(kv, "mtime", 5) == 0) {
         uint32_t t;
         if ((obj->has_mtime = parse_u32(v, &t)))
             obj->meta_mtime = (struct timespec){.tv_sec = t};
@@ -462,13 +471,14 @@ static int add_meta_headers(struct om_http_req *r, const struct om_file_meta *m)
 {
     int rc = 0;
     if (m->has_mode)
-        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "mode=%u", (unsigned)m->mode);
+        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "%s=%u", meta_keys[0], (unsigned)m->mode);
     if (!rc && m->has_uid)
-        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "uid=%u", (unsigned)m->uid);
+        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "%s=%u", meta_keys[1], (unsigned)m->uid);
     if (!rc && m->has_gid)
-        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "gid=%u", (unsigned)m->gid);
+        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "%s=%u", meta_keys[2], (unsigned)m->gid);
     if (!rc && m->has_mtime)
-        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "mtime=%ld", (long)m->mtime.tv_sec);
+        rc = om_headers_addf(&r->headers, "Ais-Custom-Md", "%s=%ld", meta_keys[3],
+                             (long)m->mtime.tv_sec);
     return rc;
 }
 

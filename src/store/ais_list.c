@@ -49,19 +49,31 @@ static time_t rfc3339(const char *s)
     return 0;
 }
 
-/* "mtime:N" in the Go map text of the custom metadata ("[mode:33188
- * mtime:1700000000]"): objmount's own key. */
+/* objmount's mtime in the Go map text of the custom metadata
+ * ("map[X-Amz-Meta-Mode:33188 X-Amz-Meta-Mtime:1700000000]"; "mtime:N"
+ * without the prefix, as objmount once wrote it). */
 static time_t custom_mtime(const char *md)
 {
-    const char *p = md ? strstr(md, "mtime:") : NULL;
-    if (!p || (p != md + 1 && p[-1] != ' '))
+    static const char *const names[] = {"X-Amz-Meta-Mtime:", "mtime:"};
+    const char *p = NULL;
+    size_t nlen = 0;
+    for (size_t i = 0; md && !p && i < sizeof(names) / sizeof(names[0]); i++) {
+        for (const char *q = md; (q = strstr(q, names[i])) != NULL; q++) {
+            if (q == md || q[-1] == ' ' || q[-1] == '[') {
+                p = q;
+                nlen = strlen(names[i]);
+                break;
+            }
+        }
+    }
+    if (!p)
         return 0;
     uint64_t v;
     char num[24];
-    size_t n = strspn(p + 6, "0123456789");
+    size_t n = strspn(p + nlen, "0123456789");
     if (n == 0 || n >= sizeof(num))
         return 0;
-    memcpy(num, p + 6, n);
+    memcpy(num, p + nlen, n);
     num[n] = '\0';
     return om_parse_uint(num, UINT32_MAX, &v) == 0 ? (time_t)v : 0;
 }

@@ -105,6 +105,7 @@ struct om_s3 *om_s3_new(struct om_http *http, const struct om_store_config *cfg,
         .part_replace = true,
         .rename = false,
         .dir_marker = true,
+        .user_meta = true,
     };
     pthread_mutex_init(&s3->lock, NULL);
     return s3;
@@ -153,10 +154,12 @@ void si_note_server(struct om_s3 *s3, const struct om_header_list *h)
     __atomic_store_n(&s3->caps.dir_marker, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.part_copy, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.part_replace, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&s3->caps.user_meta, false, __ATOMIC_RELAXED);
     if (!__atomic_exchange_n(&s3->aistore, true, __ATOMIC_RELAXED))
         om_info("bucket %s is on an AIStore cluster: no directory markers, no UploadPartCopy, no "
-                "part uploaded twice",
-                s3->bucket);
+                "part uploaded twice, no user metadata stored (modes and times last while "
+                "the mount holds them; ais://%s keeps them)",
+                s3->bucket, s3->bucket);
 }
 
 void om_s3_region(struct om_s3 *s3, char *out, size_t outlen)

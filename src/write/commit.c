@@ -533,6 +533,19 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
     if (etag)
         om_strlcpy(src.etag, etag, sizeof(src.etag));
     char newetag[OM_ETAG_MAX] = "";
+    if (!om_writers_keep_meta(ws)) {
+        pthread_mutex_lock(&ws->lock);
+        bool first = ws->st.meta_not_stored++ == 0;
+        pthread_mutex_unlock(&ws->lock);
+        if (first)
+            om_warn("%s: the store keeps no modes, owners or times (AIStore's S3 API stores no "
+                    "x-amz-meta-*): they last while the mount holds them (ais:// keeps them)",
+                    key);
+        memset(obj, 0, sizeof(*obj));
+        om_strlcpy(obj->etag, src.etag, sizeof(obj->etag));
+        om_file_meta_object(m, size, obj);
+        return 0;
+    }
     struct om_store_error err;
     int rc = om_store_set_meta(ws->store, key, &src, m, newetag, &err);
     if (rc) {

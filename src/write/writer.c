@@ -602,10 +602,20 @@ void om_writer_get_meta(struct om_writer *w, struct om_file_meta *m)
     pthread_mutex_unlock(&w->lock);
 }
 
+bool om_writers_keep_meta(struct om_writers *ws)
+{
+    return om_store_caps(ws->store)->user_meta;
+}
+
 void om_writer_set_meta(struct om_writer *w, const struct om_file_meta *m)
 {
+    bool keep = om_writers_keep_meta(w->ws);
     pthread_mutex_lock(&w->lock);
     w->meta = *m;
+    if (!keep) { /* shown while open; nothing to store */
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
     w->meta_version++;
     w->dirty = true;
     w->trunc_only = false;

@@ -180,6 +180,15 @@ class AisCluster(Server):
         self.nodes = []
         self.proxy_url = None
 
+    part_copy = False    # UploadPartCopy: 501 Not Implemented
+    dir_markers = False  # "dir/" is stored as "dir" (S3), refused (native)
+
+    @property
+    def user_metadata(self):
+        """The S3 API stores no x-amz-meta-*; the native API keeps custom
+        metadata (objmount's X-Amz-Meta-* keys, shown by the S3 API)."""
+        return self.api == "native"
+
     @property
     def redirects(self):
         """Object requests are answered with redirects to the targets

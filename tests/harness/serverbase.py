@@ -30,6 +30,12 @@ class Server:
     prefix = "objmount-server-"
     access_key = secret_key = None
     region = "us-east-1"
+    # What the server does where S3 servers differ (tests that meet it
+    # check what objmount does about it; doc/aistore.md, doc/decisions.md):
+    user_metadata = True  # keeps x-amz-meta-* (objmount's modes, owners, times)
+    part_copy = True      # UploadPartCopy
+    dir_markers = True    # stores "dir/" under that name
+    redirects = False     # answers object requests with redirects
 
     def __init__(self, buckets=(), detached=False, startup_timeout=60.0, base_dir=None,
                  **_ignored):

@@ -240,7 +240,11 @@ def md5(data):
     return hashlib.md5(data).hexdigest()
 
 
-def test_appending_to_a_large_object_uploads_the_change_only(mount, bucket, s3client, cache_dir):
+def test_appending_to_a_large_object_uploads_the_change_only(mount, bucket, s3client, s3server,
+                                                            cache_dir):
+    if not s3server.part_copy:
+        pytest.skip("%s copies no parts (AIStore answers UploadPartCopy with 501): "
+                    "test_appending_where_no_part_is_copied_uploads_it_whole" % s3server.kind)
     base = payload("log", 64 * MiB)
     put(s3client, bucket, "big.log", base)
     m = mount(bucket, "cache_dir=%s,part_size=8M,%s" % (cache_dir, FAST))
@@ -266,3 +270,22 @@ def test_appending_to_a_large_object_uploads_the_change_only(mount, bucket, s3cl
     after = writes(m)
     assert after["uploaded_bytes"] - mid["uploaded_bytes"] < 20 * MiB, (mid, after)
     assert not after["part_copy_unsupported"], after
+
+
+def test_appending_where_no_part_is_copied_uploads_it_whole(mount, bucket, s3client, s3server,
+                                                           cache_dir):
+    if s3server.part_copy:
+        pytest.skip("%s copies parts: test_appending_to_a_large_object_uploads_the_change_only"
+                    % s3server.kind)
+    base = payload("log", 24 * MiB)
+    put(s3client, bucket, "big.log", base)
+    m = mount(bucket, "cache_dir=%s,part_size=8M,%s" % (cache_dir, FAST))
+    before = writes(m)
+    with open(m.join("big.log"), "ab") as f:
+        f.write(b"one more line\n")
+    check_object(s3client, bucket, "big.log", base + b"one more line\n", "after the append")
+    after = writes(m)
+    # every byte went again, and the stats say why
+    assert after["uploaded_bytes"] - before["uploaded_bytes"] == len(base) + 14, (before, after)
+    assert after["copied_bytes"] == before["copied_bytes"], after
+    assert after["part_copy_unsupported"], after

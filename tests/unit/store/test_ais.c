@@ -63,6 +63,22 @@ START_TEST(test_a_page_as_aistore_sends_it)
 }
 END_TEST
 
+START_TEST(test_custom_metadata_with_the_s3_prefix)
+{
+    /* as aisnode v1.5.0 lists what objmount now stores: the S3 API shows
+     * keys that begin X-Amz-Meta- as user metadata */
+    const char *page = "{\"entries\":[{\"name\":\"k\",\"custom-md\":\"[X-Amz-Meta-Mode:33188 "
+                       "X-Amz-Meta-Mtime:1700000001]\",\"size\":\"3\",\"flags\":64},"
+                       "{\"name\":\"l\",\"custom-md\":\"[X-Amz-Meta-Xmtime:5 notmtime:6]\","
+                       "\"size\":\"1\",\"atime\":\"2026-12-07T00:35:29Z\",\"flags\":64}],\"flags\":0}";
+    struct seen s = {0};
+    ck_assert_int_eq(om_ais_parse_list(PAGE(page), NULL, collect, &s, NULL, NULL), 0);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_int_eq(s.mtime[0], 1700000001);
+    ck_assert_int_eq(s.mtime[1], 1796603729); /* no key of ours: the access time */
+}
+END_TEST
+
 START_TEST(test_pages_go_on_and_repeat_no_name)
 {
     const char *page = "{\"continuation_token\":\"b\",\"entries\":[{\"name\":\"a\",\"size\":\"1\"},"
@@ -187,6 +203,7 @@ int main(void)
     Suite *s = suite_create("ais");
     TCase *tc = tcase_create("ais");
     tcase_add_test(tc, test_a_page_as_aistore_sends_it);
+    tcase_add_test(tc, test_custom_metadata_with_the_s3_prefix);
     tcase_add_test(tc, test_pages_go_on_and_repeat_no_name);
     tcase_add_test(tc, test_what_is_not_a_page_is_refused);
     tcase_add_test(tc, test_a_callback_can_stop_the_page);
