@@ -50,6 +50,7 @@ FILES = {
     "integration/test_ns_meta.py": EVERY,
     "integration/test_ns_tools.py": EVERY,
     "integration/test_server_divergences.py": EVERY,
+    "integration/test_conflicts.py": EVERY,
     # loaders
     "loaders/test_arrays.py": EVERY,
     "loaders/test_checkpoints.py": EVERY,

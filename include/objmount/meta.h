@@ -203,6 +203,15 @@ void om_meta_set_link_target(struct om_meta *m, uint64_t ino, const char *target
 /* name no longer exists in parent. */
 void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name);
 
+/* The server refused file ino's key for a name clash (a file where a
+ * directory is, or the reverse, stored by another client): the names only
+ * this mount knew (the file, and the directories made here above it that
+ * hold nothing stored) are dropped, and the listings above it are read
+ * again at the next lookup. *parent and *name (caller frees) receive the
+ * topmost name dropped, for the kernel to forget; -ENOENT when ino is not
+ * known or not pending. */
+int om_meta_refused(struct om_meta *m, uint64_t ino, uint64_t *parent, char **name);
+
 /* parent/name now is newparent/newname (a directory moves with its subtree;
  * whatever was at the destination is gone). */
 void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint64_t newparent,

@@ -306,7 +306,9 @@ int om_store_part_copy(struct om_store *st, const char *key, const char *upload_
 
 /* Complete with parts in ascending order. Not retried blindly: a failed
  * attempt is followed by a check of what the server holds. etag (may be
- * NULL) receives the object's version. */
+ * NULL) receives the object's version. -ENOENT: the upload is gone
+ * without an object (nothing left to abort; AIStore's target may hang an
+ * abort of an upload it no longer has). */
 int om_store_mpu_complete(struct om_store *st, const char *key, const char *upload_id,
                           const struct om_store_part *parts, int nparts, char *etag,
                           struct om_store_error *err);

@@ -54,6 +54,11 @@ struct om_writers_config {
      * filesystem shows for ino becomes what is stored. */
     void (*on_commit)(void *ud, uint64_t ino, const struct om_commit_result *res);
     void *on_commit_ud;
+    /* Called (as on_commit, with on_commit_ud) when the server refused
+     * ino's key for a name clash: a file where a directory is (err
+     * -EEXIST) or under a name that is a file (-ENOTDIR). Such a commit is
+     * not tried again; its bytes are kept in recovery. */
+    void (*on_refused)(void *ud, uint64_t ino, int err);
     /* NULL, or the data cache: a file's last release copies what its last
      * commit stored into it (up to a quarter of its bound), so reading a
      * checkpoint back does not go to the store */

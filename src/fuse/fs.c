@@ -514,6 +514,48 @@ static void committed(void *ud, uint64_t ino, const struct om_commit_result *res
     om_meta_committed(fs->meta, ino, &obj);
 }
 
+struct forget_entry {
+    struct om_fs *fs;
+    uint64_t parent;
+    char *name;
+};
+
+static int inval_entry(void *ud, uint64_t parent, const char *name, size_t len);
+
+static void *forget_entry_run(void *p)
+{
+    struct forget_entry *f = p;
+    inval_entry(f->fs, f->parent, f->name, strlen(f->name));
+    free(f->name);
+    free(f);
+    return NULL;
+}
+
+/* The server refused a file's key for a name clash: meta drops what only
+ * this mount knew, and the kernel is told to forget the name, from a
+ * thread of its own (never from a callback: the kernel may hold the
+ * directory's lock for a request that waits on us). */
+static void refused(void *ud, uint64_t ino, int err)
+{
+    struct om_fs *fs = ud;
+    struct forget_entry *f = calloc(1, sizeof(*f));
+    if (!f || om_meta_refused(fs->meta, ino, &f->parent, &f->name) != 0) {
+        free(f);
+        return;
+    }
+    om_warn("%s: the server holds %s under that name (another client stored it); the mount "
+            "shows it now",
+            f->name, err == -EEXIST ? "a directory" : "a file");
+    f->fs = fs;
+    pthread_t t;
+    if (pthread_create(&t, NULL, forget_entry_run, f) == 0) {
+        pthread_detach(t);
+    } else {
+        free(f->name);
+        free(f);
+    }
+}
+
 /* A close() of one descriptor: commits only when the writer is done, as
  * flush_policy.h says (a dup2's close, a child's exit do not). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1163,6 +1205,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         .no_overwrite = cfg->no_overwrite,
         .max_parts_in_flight = (int)cfg->parts_in_flight,
         .on_commit = committed,
+        .on_refused = refused,
         .on_commit_ud = fs,
         .dcache = fs->dcache,
     };

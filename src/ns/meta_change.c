@@ -261,6 +261,48 @@ void om_meta_removed(struct om_meta *m, uint64_t parent, const char *name)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* Does directory d hold nothing but its one child c, and nothing stored? */
+static bool only_child(struct inode *d, struct inode *c)
+{
+    if (!d->pending || (d->d->listing && d->d->listing->n > 0))
+        return false;
+    for (size_t k = 0; k < d->d->children.cap; k++) {
+        struct inode *o = d->d->children.slots[k];
+        if (o && o != c)
+            return false;
+    }
+    return true;
+}
+
+int om_meta_refused(struct om_meta *m, uint64_t ino, uint64_t *parent, char **name)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    int rc = i && i->pending && i->linked && i->parent ? 0 : -ENOENT;
+    if (!rc) {
+        /* the topmost name only this mount knows */
+        while (i->parent->parent && i->parent != m->root && only_child(i->parent, i))
+            i = i->parent;
+        struct inode *dir = i->parent;
+        *parent = dir->ino;
+        *name = strdup(mi_name(i));
+        if (dir->d->listing)
+            mi_listing_remove(dir->d->listing, mi_name(i));
+        mi_unlink_child(m, i);
+        i->pending = false;
+        /* what the server holds instead is read again */
+        for (struct inode *d = dir; d; d = d->parent) {
+            mi_dir_changed(d);
+            if (d->d->listing)
+                d->d->listing->expire_ms = 0;
+        }
+        if (!*name)
+            rc = -ENOMEM;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 /* New keys for directory i and the directories below it (a file's key
  * follows its directory's). */
 static void rekey(struct om_meta *m, struct inode *i)

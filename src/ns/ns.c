@@ -163,6 +163,16 @@ int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode
         om_file_meta_object(&m, 0, &obj);
     } else if (!rc) {
         rc = put_small(ns, key, "", 0, DIR_CONTENT_TYPE, &m, &obj);
+        if (rc == -ENOTDIR) {
+            /* "name/" refused beside a file (versitygw's ObjectParentIsFile):
+             * a file of this very name, stored by another client, makes it
+             * EEXIST; a file higher up leaves ENOTDIR */
+            struct om_object o;
+            struct om_store_error err;
+            key[strlen(key) - 1] = '\0';
+            if (om_store_head(ns->store, key, &o, &err) == 0)
+                rc = -EEXIST;
+        }
     }
     free(key);
     return rc ? rc : om_meta_made(ns->meta, parent, name, true, local, &obj, out);

@@ -60,6 +60,7 @@ static const struct {
     {"ExistingObjectIsDirectory", -EEXIST},
     {"DirectoryObjectContainsData", -EEXIST},
     {"ErrMv", -ENOTDIR},
+    {"ErrMvDir", -EEXIST}, /* ais.c: ErrMv whose message says the name is a directory */
     {"BucketAlreadyOwnedByYou", -EEXIST},
     {"PermanentRedirect", -EREMOTE},
     {"TemporaryRedirect", -EREMOTE},

@@ -93,6 +93,7 @@ struct om_s3 *om_s3_new(struct om_http *http, const struct om_store_config *cfg,
     om_strlcpy(s3->region, cfg->region && *cfg->region ? cfg->region : "us-east-1",
                sizeof(s3->region));
     s3->copy_max = cfg->copy_limit ? OM_MIN(cfg->copy_limit, OM_S3_COPY_MAX) : OM_S3_COPY_MAX;
+    s3->copy_limit_given = cfg->copy_limit != 0;
     s3->caps = (struct om_store_caps){
         .name = "S3",
         .max_object = OM_S3_MAX_OBJECT,
@@ -150,11 +151,16 @@ void si_note_server(struct om_s3 *s3, const struct om_header_list *h)
         !om_headers_get(h, "x-amz-meta-ais-cksum-type"))
         return;
     /* AIStore stores "dir/" as "dir" (no directory markers), answers 501
-     * to UploadPartCopy, and loses a part uploaded again under its number */
+     * to UploadPartCopy, loses a part uploaded again under its number,
+     * stores no x-amz-meta-*, and copies an object of any size at once */
     __atomic_store_n(&s3->caps.dir_marker, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.part_copy, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.part_replace, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.user_meta, false, __ATOMIC_RELAXED);
+    if (!s3->copy_limit_given) { /* its CopyObject copies any size in one request */
+        __atomic_store_n(&s3->copy_max, UINT64_MAX, __ATOMIC_RELAXED);
+        __atomic_store_n(&s3->caps.copy_max, UINT64_MAX, __ATOMIC_RELAXED);
+    }
     if (!__atomic_exchange_n(&s3->aistore, true, __ATOMIC_RELAXED))
         om_info("bucket %s is on an AIStore cluster: no directory markers, no UploadPartCopy, no "
                 "part uploaded twice, no user metadata stored (modes and times last while "

@@ -20,7 +20,8 @@ struct om_s3 {
     bool sign_payload;
     char *redirect_hosts; /* NULL: only the endpoint host (and *.amazonaws.com on AWS) */
     struct om_creds creds;
-    uint64_t copy_max;   /* largest single CopyObject */
+    uint64_t copy_max;   /* largest single CopyObject (atomic: AIStore raises it) */
+    bool copy_limit_given; /* -o copy_limit: kept on AIStore too */
     bool etags_are_md5;  /* an ETag of this server matched the MD5 sent (atomic) */
     bool aistore;        /* the server showed itself an AIStore cluster (atomic) */
     struct om_store_caps caps; /* flags updated atomically when aistore is learned */

@@ -203,7 +203,7 @@ int om_s3_mpu_complete(struct om_s3 *s3, const char *key, const char *upload_id,
                     om_strlcpy(etag, obj.etag, OM_ETAG_MAX);
                 rc = 0;
             } else {
-                rc = -EIO;
+                rc = -ENOENT;
                 if (err)
                     snprintf(err->message, sizeof(err->message),
                              "upload %s vanished without an object", upload_id);
@@ -339,7 +339,7 @@ static int copy_in_parts(struct om_s3 *s3, const char *src, const struct om_obje
                          const char *dst, const struct om_put_opts *opts, char *etag,
                          struct om_store_error *err)
 {
-    uint64_t part = OM_MIN(512ULL << 20, s3->copy_max);
+    uint64_t part = OM_MIN(512ULL << 20, __atomic_load_n(&s3->copy_max, __ATOMIC_RELAXED));
     part = OM_MAX(part, (o->size + OM_S3_MAX_PARTS - 1) / OM_S3_MAX_PARTS);
     part = OM_MAX(part, OM_S3_MIN_PART);
     int n = (int)((o->size + part - 1) / part);
@@ -369,7 +369,7 @@ int om_s3_copy(struct om_s3 *s3, const char *src, const struct om_object *srcobj
 {
     if (err)
         memset(err, 0, sizeof(*err));
-    if (srcobj->size <= s3->copy_max)
+    if (srcobj->size <= __atomic_load_n(&s3->copy_max, __ATOMIC_RELAXED))
         return si_copy_whole(s3, src, dst, srcobj->etag[0] ? srcobj->etag : NULL, opts, etag,
                              err);
     om_debug("copy of %s (%" PRIu64 " bytes, more than one CopyObject takes): in parts", src,

@@ -203,6 +203,31 @@ static int put_once(struct om_writer *w, uint64_t size, const struct om_file_met
     return verify(w, size, &have, false, etag);
 }
 
+/* After a failed attempt the server did not call a name clash (versitygw
+ * answers a CompleteMultipartUpload onto a directory's name with 500
+ * InternalError): is the name a directory on the server (-EEXIST), or one
+ * of the names above it a file (-ENOTDIR)? 0 when neither, or when the
+ * server cannot be asked. Once per commit; the nearest 8 names above. */
+static int name_clash(struct om_writers *ws, const char *key)
+{
+    struct om_store_lookup l;
+    struct om_store_error err;
+    if (om_store_lookup(ws->store, key, &l, &err) == 0 && l.is_dir)
+        return -EEXIST;
+    char *up = strdup(key);
+    int rc = 0;
+    for (int n = 0; up && n < 8 && !rc; n++) {
+        char *slash = strrchr(up, '/');
+        if (!slash || slash == up)
+            break;
+        *slash = '\0';
+        if (om_store_lookup(ws->store, up, &l, &err) == 0 && l.is_file && !l.is_dir)
+            rc = -ENOTDIR;
+    }
+    free(up);
+    return rc;
+}
+
 /* One attempt at a multipart upload of the file as it is now (*size: the
  * size stored). -EAGAIN when the file shrank to one part meanwhile (a PUT
  * then). Caller holds w->lock. */
@@ -298,6 +323,14 @@ again:
         snprintf(w->last_error, sizeof(w->last_error), "CompleteMultipartUpload: %s%s%s%s%.120s",
                  strerror(-rc), err.code[0] ? " " : "", err.code, err.message[0] ? ": " : "",
                  err.message);
+        if (rc == -ENOENT) { /* the upload is gone: nothing to abort */
+            pthread_mutex_lock(&w->lock);
+            free(w->upload_id);
+            w->upload_id = NULL;
+            w->upload_seq++;
+            pthread_mutex_unlock(&w->lock);
+            rc = -EIO;
+        }
     } else {
         /* completed: nothing to abort any more, and its parts belong to the
          * object now; a later commit starts an upload of its own, where
@@ -395,6 +428,7 @@ static int commit_locked(struct om_writer *w, struct om_commit_result *res)
     uint64_t changes = w->changes; /* later writes keep the writer dirty */
     char etag[OM_ETAG_MAX] = "";
     uint64_t delay = ws->cfg.upload_retry_ms;
+    bool clash = false;
     for (int attempt = 0;; attempt++) {
         size = w->size; /* the file as it is now: a write may come in between */
         w->last_error[0] = '\0'; /* this attempt's failure names itself */
@@ -414,7 +448,26 @@ static int commit_locked(struct om_writer *w, struct om_commit_result *res)
         }
         if (rc && !w->last_error[0]) /* every failure names itself; this is the fallback */
             snprintf(w->last_error, sizeof(w->last_error), "%s", strerror(-rc));
-        if (rc == 0 || attempt >= ws->cfg.upload_retries)
+        /* which way a clash goes, the server's answer may not say
+         * (AIStore's ErrMv), or may not even say it is one (versitygw's
+         * 500, AIStore's native multipart: 400 "chunk has invalid
+         * number"): the names tell */
+        if ((rc == -EIO || rc == -EINVAL || rc == -ENOTDIR || rc == -EEXIST) && attempt == 0) {
+            pthread_mutex_unlock(&w->lock);
+            int c = name_clash(ws, w->key);
+            pthread_mutex_lock(&w->lock);
+            if (c && c != rc) {
+                size_t n = strlen(w->last_error);
+                snprintf(w->last_error + n, sizeof(w->last_error) - n, "; the server holds %s",
+                         c == -EEXIST ? "a directory of that name"
+                                      : "a file where a directory above it is");
+            }
+            if (c)
+                rc = c;
+        }
+        /* a name clash with what another client stored stays one */
+        clash = rc == -ENOTDIR || rc == -EEXIST;
+        if (rc == 0 || clash || attempt >= ws->cfg.upload_retries)
             break;
         if (stop_expired(ws, delay)) {
             om_error("commit of %s failed (%s); objmount is stopping: no further attempt", w->key,
@@ -443,7 +496,7 @@ static int commit_locked(struct om_writer *w, struct om_commit_result *res)
         if (!w->pushing)
             wi_keep_in_recovery(w, "failed");
         w->failed_changes = w->changes;
-        rc = -EIO;
+        rc = clash ? rc : -EIO;
     } else {
         w->dirty = w->changes != changes;
         w->committed = true;
@@ -470,6 +523,11 @@ static int commit_locked(struct om_writer *w, struct om_commit_result *res)
         struct om_commit_result stored = w->last;
         pthread_mutex_unlock(&w->lock);
         ws->cfg.on_commit(ws->cfg.on_commit_ud, w->ino, &stored);
+        pthread_mutex_lock(&w->lock);
+    }
+    if (clash && w->ino && ws->cfg.on_refused) {
+        pthread_mutex_unlock(&w->lock);
+        ws->cfg.on_refused(ws->cfg.on_commit_ud, w->ino, rc);
         pthread_mutex_lock(&w->lock);
     }
     w->committing = false;

@@ -181,6 +181,7 @@ class AisCluster(Server):
         self.proxy_url = None
 
     part_copy = False    # UploadPartCopy: 501 Not Implemented
+    file_dir_conflict = True  # ErrMv, when one target holds both (target_port)
     dir_markers = False  # "dir/" is stored as "dir" (S3), refused (native)
 
     @property
@@ -266,6 +267,22 @@ class AisCluster(Server):
                 raise ServerError("cluster not healthy after target %d restarted:\n%s"
                                   % (i, self.log_tail()))
             time.sleep(0.1)
+
+    def target_port(self, bucket, key):
+        """The port of the target that holds (or would hold) key: where the
+        proxy redirects a native HEAD of it."""
+        u = urllib.parse.urlsplit(self.proxy_url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        try:
+            conn.request("HEAD", "/v1/objects/%s/%s" % (bucket, urllib.parse.quote(key, safe="/")))
+            resp = conn.getresponse()
+            resp.read()
+        finally:
+            conn.close()
+        loc = resp.getheader("Location")
+        if resp.status != 307 or not loc:
+            raise ServerError("HEAD %s/%s: %d without a redirect" % (bucket, key, resp.status))
+        return urllib.parse.urlsplit(loc).port
 
     # -- clients -----------------------------------------------------------
     def client(self, endpoint=None, retries=None, **config_kwargs):

@@ -36,6 +36,9 @@ class Server:
     part_copy = True      # UploadPartCopy
     dir_markers = True    # stores "dir/" under that name
     redirects = False     # answers object requests with redirects
+    # Refuses an object `a` beside an object `a/b` (objects kept as files:
+    # versitygw, AIStore when one target holds both); Swift keeps both.
+    file_dir_conflict = False
 
     def __init__(self, buckets=(), detached=False, startup_timeout=60.0, base_dir=None,
                  **_ignored):

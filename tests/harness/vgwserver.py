@@ -33,6 +33,7 @@ class VersityServer(Server):
     prefix = "objmount-versitygw-"
     access_key = ACCESS_KEY
     secret_key = SECRET_KEY
+    file_dir_conflict = True
 
     def __init__(self, buckets=(), copy_limit=None, **kw):
         """copy_limit: versitygw's --copy-object-threshold (largest source
