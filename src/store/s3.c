@@ -775,9 +775,21 @@ int om_s3_delete(struct om_s3 *s3, const char *key, struct om_store_error *err)
     return rc;
 }
 
-/* "/bucket/key", encoded, as x-amz-copy-source wants it. */
+/* "/bucket/key", encoded, as x-amz-copy-source wants it. AIStore's proxy
+ * picks the target by the header's name as sent, and the target decodes it
+ * (ais/prxs3.go, tgts3.go copyObjS3): an encoded name that differs from the
+ * key finds the object only when both land on one target. So AIStore gets
+ * the key as it is, which the target leaves alone when it has no '%' or
+ * '+'; a key with those, or with control bytes, cannot be copied there
+ * (-ENOSYS: a copy through this host instead). */
 int si_copy_source(struct om_s3 *s3, const char *key, struct om_buf *src)
 {
+    if (__atomic_load_n(&s3->aistore, __ATOMIC_RELAXED)) {
+        for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+            if (*p == '%' || *p == '+' || *p < 0x20 || *p == 0x7f)
+                return -ENOSYS;
+        return om_buf_printf(src, "/%s/%s", s3->bucket, key);
+    }
     int rc = om_buf_puts(src, "/");
     if (!rc)
         rc = om_uri_encode(src, s3->bucket, strlen(s3->bucket), false);

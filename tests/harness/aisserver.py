@@ -323,7 +323,7 @@ class AisCluster(Server):
             finally:
                 conn.close()
             if resp.status in (301, 302, 307, 308) and resp.getheader("Location"):
-                url = resp.getheader("Location")
+                url = location(resp.getheader("Location"))
                 continue
             self.last_headers = dict(resp.getheaders())
             return resp.status, data
@@ -363,6 +363,16 @@ class AisCluster(Server):
 _redirect_lock = threading.Lock()
 
 
+def location(value):
+    """A Location header as a URL to request. AIStore puts a key's UTF-8
+    bytes in it unencoded; Python's HTTP clients decode header bytes as
+    Latin-1, so a name with non-ASCII characters would come back mangled
+    (boto3 through a redirect stored `😀.bin` as `ð\x9f\x98\x80.bin`):
+    the bytes are percent-encoded instead."""
+    raw = value.encode("latin-1", "strict")
+    return urllib.parse.quote(raw, safe=":/?#[]@!$&'()*+,;=%~")
+
+
 def follow_redirects(client, hops=5):
     """Make a boto3 client follow 301/302/307/308 as AIStore expects of
     an S3 client: the same method and body to the Location, verbatim
@@ -378,7 +388,7 @@ def follow_redirects(client, hops=5):
             if resp.status_code not in (301, 302, 307, 308) or "location" not in resp.headers:
                 return resp
             request.reset_stream()
-            request = AWSPreparedRequest(request.method, resp.headers["location"],
+            request = AWSPreparedRequest(request.method, location(resp.headers["location"]),
                                          request.headers, request.body, request.stream_output)
             resp = session.send(request)
         return resp
