@@ -21,6 +21,10 @@ bool om_http_redirect_allowed(const char *from, const char *to);
 long om_http_backoff_ms(long base_ms, long cap_ms, int attempt, double rnd);
 
 /* What is known when one attempt of a request has ended. */
+/* Least wait before a retry after a redirect target refused the
+ * connection (om_http_classify). */
+#define OM_HTTP_TARGET_DOWN_MS 1000
+
 struct om_http_outcome {
     int curl_code;       /* CURLcode of the transfer, 0 = completed */
     long status;         /* HTTP status of the final response, 0 when none */
@@ -76,7 +80,8 @@ struct om_http_decision {
     enum om_http_action action;
     enum om_http_cause cause; /* OM_HTTP_CAUSE_NONE unless RETRY or FAIL */
     int error;                /* RETRY, FAIL: the negative errno of the attempt */
-    long min_delay_ms;        /* RETRY: Retry-After of an error status, else 0 */
+    long min_delay_ms;        /* RETRY: Retry-After of an error status, OM_HTTP_TARGET_DOWN_MS
+                               * for a redirect target refusing connections, else 0 */
 };
 
 /* What to do after an attempt, in this order: cancelled fails; a sink that

@@ -596,7 +596,8 @@ static void schedule_retry(struct om_http_xfer *x, long min_delay_ms)
 {
     struct om_http *h = x->h;
     struct om_http_req *req = x->req;
-    long delay = om_http_backoff_ms(h->cfg.retry_base_ms, h->cfg.retry_cap_ms, req->attempts,
+    long delay = om_http_backoff_ms(h->cfg.retry_base_ms, h->cfg.retry_cap_ms,
+                                    req->attempts - req->redirects,
                                     rng_next(h));
     if (delay < min_delay_ms)
         delay = OM_MIN(min_delay_ms, h->cfg.retry_cap_ms);
@@ -704,7 +705,7 @@ static struct om_http_outcome outcome_of(struct om_http_xfer *x, CURLcode cc, ch
         .region_hook = req->hooks.region_redirect != NULL,
         .idempotent = req->idempotent,
         .body_sent = x->body_sent,
-        .attempts = req->attempts,
+        .attempts = req->attempts - req->redirects, /* a redirect's hop is no new attempt */
         .max_attempts = h->cfg.max_attempts,
         .redirects = x->hops,
         .max_redirects = h->cfg.max_redirects,

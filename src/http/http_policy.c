@@ -105,12 +105,21 @@ struct om_http_decision om_http_classify(const struct om_http_outcome *o)
         return retry_or_fail(
             o, OM_HTTP_CAUSE_STALLED, -ETIMEDOUT,
             om_http_retryable(CURLE_OPERATION_TIMEDOUT, 0, NULL, o->idempotent, o->body_sent), 0);
-    if (o->curl_code != CURLE_OK)
+    if (o->curl_code != CURLE_OK) {
+        /* A redirect target that refuses connections is down (an AIStore
+         * target restarting): the retry, back at the server that
+         * redirected, waits long enough for the cluster to notice or for
+         * the target to return, not the few milliseconds a first backoff
+         * may draw. */
+        long wait = o->curl_code == CURLE_COULDNT_CONNECT && o->redirects > 0
+                        ? OM_HTTP_TARGET_DOWN_MS
+                        : 0;
         return retry_or_fail(
             o,
             o->curl_code == CURLE_PARTIAL_FILE ? OM_HTTP_CAUSE_TRUNCATED : OM_HTTP_CAUSE_TRANSPORT,
             transport_errno(o->curl_code),
-            om_http_retryable(o->curl_code, 0, NULL, o->idempotent, o->body_sent), 0);
+            om_http_retryable(o->curl_code, 0, NULL, o->idempotent, o->body_sent), wait);
+    }
     if (is_2xx(o->status)) {
         if (!o->head && o->has_length && (!o->length_valid || o->length != o->received))
             return retry_or_fail(o, OM_HTTP_CAUSE_SHORT_BODY, -EIO, o->idempotent, 0);

@@ -162,6 +162,9 @@ static enum cached_answer lookup_cached(struct om_meta *m, struct inode *dir, co
 static void read_marker(struct om_meta *m, const char *dirkey, struct om_object *o,
                         bool *found)
 {
+    *found = false;
+    if (!om_store_caps(m->store)->dir_marker)
+        return; /* a store that keeps none (AIStore): nothing to ask */
     struct om_store_error err;
     int rc = om_store_head(m->store, dirkey, o, &err);
     *found = rc == 0;
@@ -406,8 +409,10 @@ static int refresh(struct om_meta *m, struct inode *i, bool force)
     pthread_mutex_unlock(&m->lock);
     struct om_object o;
     struct om_store_error err;
-    /* a directory's metadata lives on its "dir/" marker, when it has one */
-    int rc = om_store_head(m->store, key, &o, &err);
+    /* a directory's metadata lives on its "dir/" marker, when it has one
+     * (a store that keeps none, AIStore, is not asked) */
+    bool ask = !i->is_dir || om_store_caps(m->store)->dir_marker;
+    int rc = ask ? om_store_head(m->store, key, &o, &err) : -ENOENT;
     if (rc && rc != -ENOENT)
         om_warn("stat %s: %s (HTTP %ld %s)", key, strerror(-rc), err.status, err.code);
     free(key);

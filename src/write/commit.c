@@ -591,7 +591,7 @@ int om_writer_store_meta(struct om_writers *ws, const char *key, const char *eta
     if (etag)
         om_strlcpy(src.etag, etag, sizeof(src.etag));
     char newetag[OM_ETAG_MAX] = "";
-    if (!om_writers_keep_meta(ws)) {
+    if (!om_store_caps(ws->store)->user_meta) { /* as om_writers_keep_meta */
         pthread_mutex_lock(&ws->lock);
         bool first = ws->st.meta_not_stored++ == 0;
         pthread_mutex_unlock(&ws->lock);

@@ -85,6 +85,20 @@ def _cluster_config(primary_url, features, checksum):
         "memsys": {"min_free": "256mb", "default_buf": "32kb", "to_gc": "1gb", "hk_time": "3m",
                    "min_pct_total": 0, "min_pct_free": 0},
         "versioning": {"enabled": True, "validate_warm_get": False},
+        # as a deployed cluster has them: a target that returns gets back
+        # the objects written while it was away
+        "rebalance": {"dest_retry_time": "2m", "compression": "never", "bundle_multiplier": 2,
+                      "burst_buffer": 1024, "enabled": True},
+        "resilver": {"enabled": True},
+        # heartbeats every second: a dead target leaves the cluster map in
+        # seconds, and a rebalance's waits between stages are seconds
+        "keepalivetracker": {"proxy": {"interval": "1s", "name": "heartbeat", "factor": 3},
+                             "target": {"interval": "1s", "name": "heartbeat", "factor": 3},
+                             "num_retries": 3, "retry_factor": 2},
+        # short idle times: a rebalance ends 2 s after its streams go quiet
+        # (after 40 s with the deployed 4 s / 10 s)
+        "transport": {"max_header": 4096, "burst_buffer": 512, "idle_teardown": "2s",
+                      "quiescent": "8s", "lz4_block": "256kb", "lz4_frame_checksum": False},
         "checksum": {"type": checksum, "validate_cold_get": False, "validate_warm_get": False,
                      "validate_obj_move": False, "enable_read_range": False},
         "net": {"l4": {"proto": "tcp", "sndrcv_buf_size": 131072},
@@ -106,6 +120,7 @@ class _Node:
         self.dir = os.path.join(cluster.dir, "%s%d" % (role, index))
         self.url = "http://127.0.0.1:%d" % port
         self.proc = None
+        self.daemon_id = "%s%d%s" % (role[0], index, os.urandom(4).hex())
 
     def write_config(self, cluster_config):
         os.makedirs(self.dir, exist_ok=True)
@@ -127,6 +142,11 @@ class _Node:
                "-local_config=" + os.path.join(self.dir, "ais_local.json"), "-role=" + self.role]
         if self.role == "proxy":
             cmd.append("-skip_startup")
+        else:
+            # a node's ID stays across restarts, as a deployed target's does
+            # (kept on its mountpaths; test_fspaths keep none, and a target
+            # started again under a new ID hands its objects to the other)
+            cmd.append("-daemon_id=" + self.daemon_id)
         with open(os.path.join(self.dir, "stdout.log"), "ab") as log:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.dir,
@@ -233,6 +253,19 @@ class AisCluster(Server):
         except urllib.error.HTTPError:
             return False
 
+    def _joined_all(self):
+        try:
+            return self.targets_joined() >= len(self.targets)
+        except OSError:
+            return False
+
+    def _target_healthy(self, t):
+        try:
+            urllib.request.urlopen(t.url + "/v1/health", timeout=2).read()
+            return True
+        except (urllib.error.HTTPError, OSError):
+            return False
+
     def targets_joined(self):
         """Targets in the primary's cluster map."""
         smap = json.loads(urllib.request.urlopen(
@@ -257,16 +290,45 @@ class AisCluster(Server):
         """Stop target i (0-based) as a crash would (SIGKILL with hard)."""
         self.targets[i].stop(hard=hard)
 
+    def rebalances(self):
+        """{uuid: ended (or aborted)} of the cluster's rebalances, as its
+        proxy tells."""
+        status, body = self.native("GET", "/v1/cluster?what=status_all",
+                                   json.dumps({"kind": "rebalance"}).encode(),
+                                   {"Content-Type": "application/json"})
+        if status != 200:
+            raise ServerError("rebalance status: %d %s" % (status, body[:200]))
+        return {x["uuid"]: bool(x.get("end_time") or x.get("aborted"))
+                for x in json.loads(body) or []}
+
     def start_target(self, i, timeout=30.0):
-        """Start target i again and wait until the cluster is healthy."""
+        """Start target i again and wait until the cluster is healthy. Its
+        return starts a rebalance (about 40 s here, whatever the data:
+        AIStore's stages wait out idle times), and until that ends an
+        object the target held may not be found (the map treats it as
+        joining): wait_rebalanced()."""
         t = self.targets[i]
         t.start()
         deadline = time.monotonic() + timeout
-        while not self._healthy():
+        while not (self._joined_all() and self._healthy() and self._target_healthy(t)):
             if time.monotonic() > deadline:
                 raise ServerError("cluster not healthy after target %d restarted:\n%s"
                                   % (i, self.log_tail()))
             time.sleep(0.1)
+
+    def wait_rebalanced(self, since=(), timeout=90.0, start_within=10.0):
+        """Wait until a rebalance that is not one of since (uuids taken
+        from rebalances() before the event) has ended, and none runs; when
+        no new one starts within start_within seconds, until none runs."""
+        t0 = time.monotonic()
+        while True:
+            r = self.rebalances()
+            new = set(r) - set(since)
+            if r and all(r.values()) and (new or time.monotonic() > t0 + start_within):
+                return
+            if time.monotonic() > t0 + timeout:
+                raise ServerError("a rebalance still runs after %.0f s: %s" % (timeout, r))
+            time.sleep(0.5)
 
     def target_port(self, bucket, key):
         """The port of the target that holds (or would hold) key: where the

@@ -132,6 +132,23 @@ START_TEST(test_retries_end_at_max_attempts)
 }
 END_TEST
 
+START_TEST(test_a_redirect_target_refusing_connections_is_waited_for)
+{
+    /* an AIStore target that died: the retry goes back to the proxy after
+     * a second, not after the few milliseconds a first backoff may draw */
+    struct om_http_outcome o = curl_failed(CURLE_COULDNT_CONNECT);
+    o.redirects = 1;
+    expect_delay(&o, OM_HTTP_RETRY, OM_HTTP_CAUSE_TRANSPORT, -EHOSTUNREACH, OM_HTTP_TARGET_DOWN_MS);
+    /* the server itself refusing: the usual backoff */
+    o.redirects = 0;
+    expect_delay(&o, OM_HTTP_RETRY, OM_HTTP_CAUSE_TRANSPORT, -EHOSTUNREACH, 0);
+    /* a target that answered, then failed otherwise: the usual backoff */
+    o = curl_failed(CURLE_RECV_ERROR);
+    o.redirects = 1;
+    expect_delay(&o, OM_HTTP_RETRY, OM_HTTP_CAUSE_TRANSPORT, -EIO, 0);
+}
+END_TEST
+
 START_TEST(test_cancelled_fails_before_anything_else)
 {
     struct om_http_outcome o = ok_get();
@@ -385,6 +402,7 @@ int main(void)
     tcase_add_test(tc, test_head_content_length_describes_no_body);
     tcase_add_test(tc, test_short_body_is_eio_and_retried_when_idempotent);
     tcase_add_test(tc, test_retries_end_at_max_attempts);
+    tcase_add_test(tc, test_a_redirect_target_refusing_connections_is_waited_for);
     tcase_add_test(tc, test_cancelled_fails_before_anything_else);
     tcase_add_test(tc, test_sink_stop_on_2xx_is_success);
     tcase_add_test(tc, test_sink_stop_without_2xx_is_the_curl_error);
