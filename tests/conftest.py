@@ -65,10 +65,15 @@ def pytest_collection_modifyitems(config, items):
     that run once, on another kind)."""
     kind = servers.selected()
     keep, drop = [], []
+    names = {}
     for item in items:
         path = os.path.relpath(str(item.fspath), TESTS_DIR)
         run, reason = matrix.runs(path, kind)
         if run:
+            names.setdefault(path, []).append(item.name)
+            why, _ = matrix.test_skip(path, item.name, kind)
+            if why:
+                item.add_marker(pytest.mark.skip(reason="not on %s: %s" % (kind, why)))
             keep.append(item)
         elif reason:
             item.add_marker(pytest.mark.skip(reason="not on %s: %s" % (kind, reason)))
@@ -78,6 +83,12 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if not (config.option.keyword or config.option.markexpr):
+        stale = [key for path, got in names.items()
+                 for key in matrix.unused_skips(path, got, kind)]
+        if stale:
+            raise pytest.UsageError("tests/matrix.py TESTS names tests that do not exist on %s: %s"
+                                    % (kind, ", ".join("%s::%s" % k for k in stale)))
 
 
 def pytest_report_header(config):

@@ -305,8 +305,18 @@ int om_ns_dir_setattr(struct om_ns *ns, uint64_t ino, const struct om_file_meta 
 
 /* ---- copies ---- */
 
+/* The file metadata an object carries, to store with its copy. */
+static struct om_file_meta meta_of(const struct om_object *o)
+{
+    struct om_file_meta m = {.has_mode = o->has_mode, .mode = o->mode, .has_uid = o->has_uid,
+                             .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
+                             .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
+    return m;
+}
+
 /* The server does not copy: download to a temporary file, upload it with
  * the commit's verification. */
+
 static int copy_through(struct om_ns *ns, const char *src, const char *dst,
                         const struct om_object *o)
 {
@@ -333,9 +343,7 @@ static int copy_through(struct om_ns *ns, const char *src, const char *dst,
     free(buf);
     close(fd);
     if (!rc) {
-        struct om_file_meta m = {.has_mode = o->has_mode, .mode = o->mode, .has_uid = o->has_uid,
-                                 .uid = o->uid, .has_gid = o->has_gid, .gid = o->gid,
-                                 .has_mtime = o->has_mtime, .mtime = o->meta_mtime};
+        struct om_file_meta m = meta_of(o);
         char err[256];
         rc = om_writer_push_file(ns->writers, path, dst, &m, err, sizeof(err));
         if (rc)
@@ -358,6 +366,18 @@ static int copy_object(struct om_ns *ns, const char *src, const char *dst,
     int rc = om_store_head(ns->store, src, &o, &err);
     if (rc)
         return rc;
+    size_t dl = strlen(dst);
+    if (o.size == 0 && dl && dst[dl - 1] == '/') {
+        /* a directory marker is stored anew, with its metadata: a server
+         * that keeps directories as directories refuses a copy onto one
+         * (versitygw: DirectoryObjectContainsData), and a PUT of nothing
+         * costs what the copy would */
+        struct om_file_meta m = meta_of(&o);
+        rc = put_small(ns, dst, "", 0, DIR_CONTENT_TYPE, &m, &c);
+        if (!rc && copy)
+            *copy = c;
+        return rc;
+    }
     rc = om_store_copy(ns->store, src, &o, dst, NULL, NULL, &err);
     if (rc == -ENOSYS || rc == -ENOTSUP) {
         om_info("%s does not copy on the server side (%s): copying %s through this host",
