@@ -38,6 +38,9 @@ struct om_ns *om_ns_new(struct om_store *store, struct om_meta *meta, struct om_
                         const struct om_ns_config *cfg);
 void om_ns_free(struct om_ns *ns);
 
+/* -EINVAL, with a log line, for a name the store cannot keep as it is
+ * (a character its keys may not hold); 0 otherwise. */
+int om_ns_name_refused(struct om_ns *ns, const char *name);
 int om_ns_unlink(struct om_ns *ns, uint64_t parent, const char *name);
 int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode, uid_t uid,
                 gid_t gid, struct om_attr *out);

@@ -107,6 +107,10 @@ struct om_store_caps {
      * S3 API accepts x-amz-meta-* and stores none of it (its native API
      * keeps custom metadata). */
     bool user_meta;
+    /* Characters no key may hold: AIStore's S3 API cuts an object's name
+     * at ';' and '?' (a PUT of "a;b" stores "a", a GET of "a;b" reads it),
+     * so two names would be one object. NULL: none. */
+    const char *key_refused;
 };
 
 /* ---- construction ---- */

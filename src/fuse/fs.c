@@ -284,7 +284,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct om_attr a;
     char *key = NULL;
-    int rc = om_meta_create(fs->meta, parent, name, mode, ctx->uid, ctx->gid, &a, &key);
+    int rc = om_ns_name_refused(fs->ns, name);
+    if (!rc)
+        rc = om_meta_create(fs->meta, parent, name, mode, ctx->uid, ctx->gid, &a, &key);
     if (rc)
         return reply_error(req, rc);
     struct fh *h = calloc(1, sizeof(*h));

@@ -64,12 +64,24 @@ static char *child_key(struct om_ns *ns, uint64_t parent, const char *name, bool
     return key;
 }
 
-/* -ENAMETOOLONG, with a log line, for a key the store would refuse. */
-static int key_too_long(struct om_ns *ns, const char *key)
+int om_ns_name_refused(struct om_ns *ns, const char *name)
+{
+    const char *bad = om_store_caps(ns->store)->key_refused;
+    size_t at = bad ? strcspn(name, bad) : strlen(name);
+    if (!name[at])
+        return 0;
+    om_warn("cannot store %.64s: %s keeps no name holding '%c' (it would store another name)",
+            name, om_store_bucket_name(ns->store), name[at]);
+    return -EINVAL;
+}
+
+/* -ENAMETOOLONG or -EINVAL, with a log line, for a key the store would
+ * refuse or change. */
+static int key_refused(struct om_ns *ns, const char *key)
 {
     size_t max = om_store_caps(ns->store)->key_max;
     if (strlen(key) <= max)
-        return 0;
+        return om_ns_name_refused(ns, key);
     om_warn("cannot create %.64s...: object keys are at most %zu bytes, this one has %zu", key,
             max, strlen(key));
     return -ENAMETOOLONG;
@@ -151,7 +163,7 @@ int om_ns_mkdir(struct om_ns *ns, uint64_t parent, const char *name, mode_t mode
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFDIR | (mode & 07777), uid, gid);
     struct om_object obj = {0};
-    int rc = key_too_long(ns, key);
+    int rc = key_refused(ns, key);
     /* Where the store keeps no "dir/" marker (AIStore stores one as a file
      * "dir", which then clashes with the directory's own objects), the
      * directory lives in the mount until a file is stored in it. */
@@ -235,7 +247,7 @@ int om_ns_symlink(struct om_ns *ns, uint64_t parent, const char *name, const cha
         return -ENOMEM;
     struct om_file_meta m = new_meta(S_IFLNK | 0777, uid, gid);
     struct om_object obj;
-    int rc = key_too_long(ns, key);
+    int rc = key_refused(ns, key);
     if (!rc)
         rc = put_small(ns, key, target, len, NULL, &m, &obj);
     free(key);
@@ -578,7 +590,7 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
     if (!rc && !(dst = child_key(ns, newparent, newname, dir)))
         rc = -ENOMEM;
     if (!rc)
-        rc = key_too_long(ns, dst);
+        rc = key_refused(ns, dst);
     if (!rc)
         rc = dir ? rename_dir(ns, src, dst)
                  : rename_file(ns, a.ino, src, dst, exists == 0 ? b.ino : 0, &copy);

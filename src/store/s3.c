@@ -157,6 +157,7 @@ void si_note_server(struct om_s3 *s3, const struct om_header_list *h)
     __atomic_store_n(&s3->caps.part_copy, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.part_replace, false, __ATOMIC_RELAXED);
     __atomic_store_n(&s3->caps.user_meta, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&s3->caps.key_refused, ";?", __ATOMIC_RELAXED);
     if (!s3->copy_limit_given) { /* its CopyObject copies any size in one request */
         __atomic_store_n(&s3->copy_max, UINT64_MAX, __ATOMIC_RELAXED);
         __atomic_store_n(&s3->caps.copy_max, UINT64_MAX, __ATOMIC_RELAXED);
@@ -164,7 +165,7 @@ void si_note_server(struct om_s3 *s3, const struct om_header_list *h)
     if (!__atomic_exchange_n(&s3->aistore, true, __ATOMIC_RELAXED))
         om_info("bucket %s is on an AIStore cluster: no directory markers, no UploadPartCopy, no "
                 "part uploaded twice, no user metadata stored (modes and times last while "
-                "the mount holds them; ais://%s keeps them)",
+                "the mount holds them; ais://%s keeps them), no name holding ';' or '?'",
                 s3->bucket, s3->bucket);
 }
 
@@ -817,10 +818,16 @@ int si_copy_412_check(struct om_s3 *s3, const char *src_key, const char *if_matc
     return 0;
 }
 
+/* The header says one second after since, the source's Last-Modified:
+ * versitygw compares it with the source's time to the nanosecond, so its
+ * own Last-Modified (whole seconds) looked like a change and every guarded
+ * copy was refused. A source replaced within that second is still caught:
+ * by the HEAD after a whole copy, and by the part's MD5 after a part copy. */
 int si_add_unmodified_since(struct om_http_req *req, time_t since)
 {
     struct tm tm;
     char date[64];
+    since += 1;
     if (!gmtime_r(&since, &tm) || !strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm))
         return -EINVAL;
     return om_headers_add(&req->headers, "x-amz-copy-source-if-unmodified-since", date);
