@@ -94,7 +94,7 @@ def test_listing_1100_keys_across_pages(oms3, bucket, s3client):
 
 
 def test_delimiter_listing_reports_nested_prefixes(oms3, bucket, s3client):
-    for k in ["a/b/c.jpg", "a/d.jpg", "a/e/", "top.txt", "x/y/z/w"]:
+    for k in ["a/b/c.jpg", "a/d.jpg", "a/e/f", "top.txt", "x/y/z/w"]:
         s3client.put_object(Bucket=bucket, Key=k, Body=b"1")
     lines = oms3.run(bucket, "list", "--prefix", "a/", "--delimiter", "/").stdout.decode()
     entries = sorted(tuple(l.split("\t")[:2]) for l in lines.splitlines())
