@@ -1,25 +1,31 @@
 #!/usr/bin/python3
 """The objmount demo, driven by tools/demo.sh (which installs and builds first).
 
-Starts a private s3rver and, in front of it, the fault proxy's AIStore-style
-gateway (every object request answered with a 307 to a target node), seeds a
+Starts a private AIStore cluster on loopback (one proxy and two targets of
+the pinned aisnode, tests/harness/aisserver.py: its S3 API answers every
+object request with a 307 to the target that holds the object), seeds a
 bucket with boto3 (an ImageFolder tree of generated JPEGs and an HDF5 file),
-mounts the bucket with objmount through the gateway, and runs unmodified
-loaders over the mount: a torch DataLoader epoch (images/s), h5py random
-slices, a torch.save checkpoint with fsync. Every byte read is checked against
-what was uploaded. Then it prints `objmountctl stats`, unmounts and stops
-both servers.
+mounts the bucket with objmount at the proxy, and runs unmodified loaders
+over the mount: two torch DataLoader epochs (images/s), h5py random slices,
+a torch.save checkpoint with fsync. Every byte read is checked against what
+was uploaded. Then it prints `objmountctl stats` (with the redirects
+objmount followed, per operation), unmounts and stops the cluster.
 
-Ctrl-C (or SIGTERM/SIGHUP) at any point: the mount is unmounted, the daemon,
-gateway and s3rver are stopped, the work directory is removed, and the exit
+Ctrl-C (or SIGTERM/SIGHUP) at any point: the mount is unmounted, the daemon
+and the cluster are stopped, the work directory is removed, and the exit
 status is that of a SIGINT death. The servers and the daemon are also started
 with PR_SET_PDEATHSIG, so even a SIGKILL of this process stops them.
 
-    /usr/bin/python3 tools/demo.py [--direct] [-o OPTS] [--log FILE] [--classes N]
-                                   [--per-class N]
-        --direct   mount s3rver itself instead of the AIStore gateway
-        -o OPTS    more objmount options (log_level=debug, ...)
-        --log FILE keep the daemon's log in FILE
+    /usr/bin/python3 tools/demo.py [--server KIND | --direct] [-o OPTS] [--log FILE]
+                                   [--classes N] [--per-class N]
+        --server KIND  the server of tests/harness/servers.py (default aistore;
+                       aistore-proxy: the same cluster forwarding instead of
+                       redirecting; ais: objmount mounts ais://demo on its
+                       native API; versitygw; swift)
+        --direct       the same as --server versitygw: a plain S3 server, no
+                       redirects (what the mount does without AIStore's hops)
+        -o OPTS        more objmount options (log_level=debug, ...)
+        --log FILE     keep the daemon's log in FILE
 """
 
 import argparse
@@ -37,8 +43,7 @@ import zlib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from harness import s3server as s3s  # noqa: E402
-from harness.faultproxy import FaultProxy  # noqa: E402
+from harness import servers  # noqa: E402
 from harness.mount import BUILD_DIR, Mount, is_mounted, seed  # noqa: E402
 
 BUCKET = "demo"
@@ -214,25 +219,22 @@ def run(args, work, live):
 
     t = time.monotonic()
     say("work directory %s (removed at the end)" % work)
-    step("[1/6] servers")
-    live["server"] = srv = s3s.S3Server(buckets=[BUCKET], base_dir=work)
+    step("[1/6] server")
+    t0 = time.monotonic()
+    live["server"] = srv = servers.server_class(args.server)(buckets=[BUCKET], base_dir=work)
     srv.start()
-    say("      s3rver (S3 API, checks SigV4) on %s" % srv.endpoint)
+    for line in describe_server(srv):
+        say("      " + line)
+    say("      [%.1f s]" % (time.monotonic() - t0))
     endpoint = srv.endpoint
-    if not args.direct:
-        live["proxy"] = fp = FaultProxy(srv)
-        fp.start()
-        endpoint = fp.gateway_endpoint
-        say("      AIStore-style gateway on %s: answers object requests with 307 to a "
-            "target" % endpoint)
 
     step("[2/6] seeding bucket %r with boto3" % BUCKET)
     t0 = time.monotonic()
     objects, pixels = make_images(args.classes, args.per_class)
     h5bytes, feats = make_h5(os.path.join(work, "features.h5"))
     objects["features.h5"] = h5bytes
-    s3 = srv.client()
-    seed(s3, BUCKET, objects)
+    s3 = srv.client()  # an AIStore's follows its 307s, as objmount does
+    seed(s3, BUCKET, objects, threads=16)
     images = sum(len(v) for k, v in objects.items() if k.startswith("train/"))
     say("      train/: %d classes x %d JPEGs (%s), features.h5 (8192x512 float32, gzip "
         "chunks, %s) [%.1f s]" % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
@@ -250,7 +252,7 @@ def run(args, work, live):
     daemon = os.path.join(BUILD_DIR, "objmount")
     if daemon.startswith(ROOT + os.sep):
         daemon = os.path.relpath(daemon, ROOT)
-    say("      %s %s %s -o %s [%.2f s]" % (daemon, BUCKET, mnt, m.options(),
+    say("      %s %s %s -o %s [%.2f s]" % (daemon, m.source(), mnt, m.options(),
                                            time.monotonic() - t0))
 
     step("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
@@ -285,7 +287,59 @@ def run(args, work, live):
         say("      " + line if line else "")
     if out.returncode != 0:
         raise SystemExit("demo: objmountctl stats failed (%d)" % out.returncode)
+    say("      " + redirect_summary(ctl, mnt, srv))
     say("done in %.1f s" % (time.monotonic() - t))
+
+
+def describe_server(srv):
+    """Lines saying what runs: for an AIStore, its nodes and what its proxy
+    does with object requests."""
+    if srv.kind not in servers.AISTORE_KINDS:
+        name = {"versitygw": "versitygw (S3 gateway, posix backend; checks SigV4 and "
+                             "Content-MD5; no redirects)",
+                "swift": "OpenStack Swift with s3api (no redirects)"}.get(srv.kind, srv.kind)
+        return ["%s on %s" % (name, srv.endpoint)]
+    targets = ", ".join("127.0.0.1:%d" % t.port for t in srv.targets)
+    lines = ["AIStore (aisnode %s): proxy on %s, targets on %s; %s checksums"
+             % (gobin_version(), srv.proxy_url, targets, srv.checksum)]
+    if srv.api == "native":
+        lines.append("native API at %s: objmount mounts ais://%s; the proxy answers object "
+                     "requests with 301/307 to a target" % (srv.endpoint, BUCKET))
+    elif srv.reverse_proxy:
+        lines.append("S3 API at %s with S3-Reverse-Proxy: the proxy forwards object requests "
+                     "to the targets (no redirects)" % srv.endpoint)
+    else:
+        lines.append("S3 API at %s: the proxy answers every object request with a 307 to "
+                     "the target that holds the object" % srv.endpoint)
+    return lines
+
+
+def gobin_version():
+    from harness import gobin
+
+    return gobin.version("aisnode")
+
+
+def redirect_summary(ctl, mnt, srv):
+    """One line from `objmountctl stats --json`: the redirects objmount
+    followed, per operation."""
+    import json
+
+    out = subprocess.run([ctl, "stats", mnt, "--json"], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise SystemExit("demo: objmountctl stats --json failed (%d)" % out.returncode)
+    st = json.loads(out.stdout)
+    req = st["requests"]
+    per_op = ", ".join("%s %d" % (o["op"], o["redirects"])
+                       for o in st["operations"] if o["redirects"])
+    line = "redirects followed: %d in %d requests" % (req["redirects"], req["total"])
+    if per_op:
+        line += " (%s)" % per_op
+    if srv.redirects and not req["redirects"]:
+        raise SystemExit("demo: %s redirects object requests, but objmount followed none"
+                         % srv.kind)
+    return line
 
 
 def stop_loader_workers():
@@ -305,7 +359,7 @@ def stop_loader_workers():
 
 
 def cleanup(live, work, failed, log=None):
-    """Unmount, stop the gateway and s3rver, remove the work directory.
+    """Unmount, stop the server, remove the work directory.
     Never removes anything under a mount point that is still mounted. After
     a failure the daemon's log is kept in a file named on the way out."""
     problems = []
@@ -332,7 +386,7 @@ def cleanup(live, work, failed, log=None):
             with f:
                 f.write(m.log)
             say("demo: the daemon's log is in %s" % log)
-    for name in ("proxy", "server"):
+    for name in ("server",):
         if live.get(name) is not None:
             try:
                 live[name].stop()
@@ -345,8 +399,11 @@ def cleanup(live, work, failed, log=None):
 
 def main():
     p = argparse.ArgumentParser(description="objmount demo")
+    p.add_argument("--server", choices=servers.KINDS, default="aistore",
+                   help="the server of tests/harness/servers.py to mount (default aistore: "
+                        "a local AIStore cluster, S3 API, 307s to two targets)")
     p.add_argument("--direct", action="store_true",
-                   help="mount s3rver directly instead of through the AIStore gateway")
+                   help="the same as --server versitygw: a plain S3 server, no redirects")
     p.add_argument("-o", dest="opts", default="",
                    help="more objmount options (e.g. log_level=debug)")
     p.add_argument("--log", metavar="FILE",
@@ -354,6 +411,9 @@ def main():
     p.add_argument("--classes", type=int, default=8)
     p.add_argument("--per-class", type=int, default=64)
     args = p.parse_args()
+    if args.direct:
+        args.server = "versitygw"
+    servers.select(args.server)  # the keys the mount and boto3 use
 
     # The handler also notes the signal (SIGNALS): where Python drops the
     # exception, the loader may fail because its workers died, or the run
@@ -366,7 +426,9 @@ def main():
 
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, stop)
-    os.environ.update(AWS_ACCESS_KEY_ID=s3s.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3s.SECRET_KEY)
+    os.environ.update(AWS_ACCESS_KEY_ID=servers.access_key(),
+                      AWS_SECRET_ACCESS_KEY=servers.secret_key(),
+                      AWS_EC2_METADATA_DISABLED="true")
     work, live, status = None, {}, 0
     try:
         work = tempfile.mkdtemp(prefix="objmount-demo.")
@@ -395,8 +457,8 @@ def main():
     if problems:
         say("demo: cleanup problems: " + "; ".join(problems))
         return status or 1
-    done = [w for k, w in (("mount", "unmounted"), ("proxy", "gateway stopped"),
-                           ("server", "s3rver stopped")) if k in live]
+    done = [w for k, w in (("mount", "unmounted"),
+                           ("server", "%s stopped" % args.server)) if k in live]
     say("; ".join(done + ["nothing left running"]))
     return status
 
