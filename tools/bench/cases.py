@@ -632,7 +632,7 @@ class Find(_Listing):
 
 class Checkpoint(Case):
     """Write SIZE bytes to a new file in 8 MiB write() calls and close it;
-    then wait (polling s3rver directly, not through the proxy) until the
+    then wait (polling the server directly, not through the proxy) until the
     object in the bucket has the full size and the expected MD5 ETag.
 
     value: MiB/s until the object is complete in the bucket (the fair figure:
