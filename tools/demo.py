@@ -29,6 +29,7 @@ with PR_SET_PDEATHSIG, so even a SIGKILL of this process stops them.
 """
 
 import argparse
+import contextlib
 import gc
 import io
 import os
@@ -80,18 +81,20 @@ def mib(n):
 
 # -- data ----------------------------------------------------------------------------
 def make_images(classes, per_class):
-    """{key: jpeg bytes} and {key: crc32 of the decoded RGB pixels}."""
+    """{key: jpeg bytes} and {key: crc32 of the decoded RGB pixels} of the
+    given classes (a range or list of class numbers)."""
     import numpy as np
     from PIL import Image
 
-    rng = np.random.default_rng(6)
     y, x = np.mgrid[0:256, 0:256]
     objects, pixels = {}, {}
-    for c in range(classes):
+    for c in classes:
+        rng = np.random.default_rng([6, c])
         tint = rng.integers(0, 256, 3)
+        base = (x[..., None] * tint / 255 + y[..., None] * (255 - tint) / 255).astype(np.int16)
         for i in range(per_class):
-            base = (x[..., None] * tint / 255 + y[..., None] * (255 - tint) / 255)
-            arr = np.clip(base + rng.integers(-50, 51, (256, 256, 3)), 0, 255).astype(np.uint8)
+            noise = rng.integers(-50, 51, (256, 256, 3), dtype=np.int16)
+            arr = np.clip(base + noise, 0, 255).astype(np.uint8)
             b = io.BytesIO()
             Image.fromarray(arr, "RGB").save(b, "JPEG", quality=90)
             key = "train/class%d/img%03d.jpg" % (c, i)
@@ -99,6 +102,49 @@ def make_images(classes, per_class):
             with Image.open(io.BytesIO(objects[key])) as im:
                 pixels[key] = zlib.crc32(np.asarray(im.convert("RGB")).tobytes())
     return objects, pixels
+
+
+def import_loaders(out):
+    """Import torch and torchvision (in a thread); an error is kept in
+    out["error"] for the caller."""
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except BaseException as e:  # noqa: BLE001 - re-raised by the main thread
+        out["error"] = e
+
+
+@contextlib.contextmanager
+def data_set(args, work):
+    """Make the JPEGs (two processes, half of the classes each) and the
+    HDF5 file (a third task) in worker processes while the caller starts
+    the server; yields a function that waits for them and returns
+    (objects, pixels, h5 bytes, features). The workers are forked from
+    this process, so a Ctrl-C reaches them too; the pool is shut down on
+    the way out either way."""
+    import concurrent.futures
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    classes = list(range(args.classes))
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+        jobs = [ex.submit(make_images, classes[k::2], args.per_class) for k in range(2)]
+        h5 = ex.submit(make_h5, os.path.join(work, "features.h5"))
+
+        def made():
+            objects, pixels = {}, {}
+            for j in jobs:
+                o, p = j.result()
+                objects.update(o)
+                pixels.update(p)
+            h5bytes, feats = h5.result()
+            return dict(sorted(objects.items())), pixels, h5bytes, feats
+        try:
+            yield made
+        except BaseException:
+            for j in jobs + [h5]:
+                j.cancel()
+            raise
 
 
 def make_h5(path):
@@ -214,31 +260,48 @@ def drop_page_cache():
 
 # -- the run -------------------------------------------------------------------------
 def run(args, work, live):
-    import numpy  # noqa: F401  (fail early, before any server starts)
-    import torch  # noqa: F401
+    import importlib.util
+    import threading
+
+    import numpy  # noqa: F401  (the data set's workers need it)
+
+    for mod in ("torch", "torchvision", "h5py", "PIL"):  # fail early, before any server starts
+        if importlib.util.find_spec(mod) is None:
+            raise SystemExit("demo: the Python module %s is missing (tools/bootstrap.sh "
+                             "installs it)" % mod)
 
     t = time.monotonic()
     say("work directory %s (removed at the end)" % work)
-    step("[1/6] server")
+    step("[1/6] server (and the data set, made meanwhile by two processes)")
     t0 = time.monotonic()
-    live["server"] = srv = servers.server_class(args.server)(buckets=[BUCKET], base_dir=work)
-    srv.start()
+    with data_set(args, work) as made:
+        # torch's import (seconds) overlaps the server's start too; the
+        # workers above were forked before this thread runs
+        loaders = {}
+        importer = threading.Thread(target=import_loaders, args=(loaders,), daemon=True)
+        importer.start()
+        srv = live["server"] = start_server(args.server, work)
+        t_srv = time.monotonic() - t0
+        objects, pixels, h5bytes, feats = made()
+    endpoint = srv.endpoint
     for line in describe_server(srv):
         say("      " + line)
-    say("      [%.1f s]" % (time.monotonic() - t0))
-    endpoint = srv.endpoint
+    say("      [server ready after %.1f s, data set after %.1f s]"
+        % (t_srv, time.monotonic() - t0))
 
-    step("[2/6] seeding bucket %r with boto3" % BUCKET)
-    t0 = time.monotonic()
-    objects, pixels = make_images(args.classes, args.per_class)
-    h5bytes, feats = make_h5(os.path.join(work, "features.h5"))
-    objects["features.h5"] = h5bytes
+    step("[2/6] seeding bucket %r" % BUCKET)
+    t1 = time.monotonic()
     s3 = srv.client()  # an AIStore's follows its 307s, as objmount does
+    # The JPEGs with the harness's seed(): boto3 PUTs, or for a few hundred
+    # objects the server's own cheapest path (AIStore's native API,
+    # versitygw's directory); the HDF5 file with one boto3 PUT.
     seed(s3, BUCKET, objects, threads=16)
-    images = sum(len(v) for k, v in objects.items() if k.startswith("train/"))
+    s3.put_object(Bucket=BUCKET, Key="features.h5", Body=h5bytes)
+    images = sum(len(v) for v in objects.values())
     say("      train/: %d classes x %d JPEGs (%s), features.h5 (8192x512 float32, gzip "
-        "chunks, %s) [%.1f s]" % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
-                                  time.monotonic() - t0))
+        "chunks, %s) [%.1f s]"
+        % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
+           time.monotonic() - t1))
 
     step("[3/6] mounting with objmount")
     mnt = os.path.join(work, "mnt")
@@ -255,6 +318,9 @@ def run(args, work, live):
     say("      %s %s %s -o %s [%.2f s]" % (daemon, m.source(), mnt, m.options(),
                                            time.monotonic() - t0))
 
+    importer.join()
+    if "error" in loaders:
+        raise loaders["error"]
     step("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
         % (mnt, BATCH, WORKERS))
     n, dt = epoch(os.path.join(mnt, "train"), pixels)
@@ -289,6 +355,24 @@ def run(args, work, live):
         raise SystemExit("demo: objmountctl stats failed (%d)" % out.returncode)
     say("      " + redirect_summary(ctl, mnt, srv))
     say("done in %.1f s" % (time.monotonic() - t))
+
+
+def start_server(kind, work, attempts=3):
+    """A started server of kind with the bucket. A start that fails (a
+    loaded machine can miss a start-up deadline; ports are picked free and
+    then bound) is tried again on fresh ports, as the tests' fixture does."""
+    from harness.procs import ServerNotInstalled
+
+    for attempt in range(1, attempts + 1):
+        srv = servers.server_class(kind)(buckets=[BUCKET], base_dir=work)
+        try:
+            return srv.start()
+        except Exception as e:  # noqa: BLE001 - reported when the last attempt fails
+            if attempt == attempts or isinstance(e, ServerNotInstalled):
+                raise
+            say("      %s did not start (attempt %d of %d): %s; trying again"
+                % (kind, attempt, attempts, str(e).splitlines()[0][:160] if str(e) else e))
+            time.sleep(attempt)
 
 
 def describe_server(srv):
@@ -386,12 +470,16 @@ def cleanup(live, work, failed, log=None):
             with f:
                 f.write(m.log)
             say("demo: the daemon's log is in %s" % log)
-    for name in ("server",):
-        if live.get(name) is not None:
-            try:
-                live[name].stop()
-            except Exception as e:
-                problems.append("%s: %s" % (name, e))
+    srv = live.get("server")
+    if srv is not None:
+        try:
+            # its data goes with the work directory: an AIStore's nodes are
+            # killed at once instead of shutting down in turn (1.5 s)
+            for node in getattr(srv, "nodes", ()):
+                node.stop(hard=True)
+            srv.stop()
+        except Exception as e:
+            problems.append("server: %s" % e)
     if work and not is_mounted(os.path.join(work, "mnt")):
         shutil.rmtree(work, ignore_errors=True)
     return problems
