@@ -127,7 +127,8 @@ def probe_listing(srv, s3):
         fact("prefix %r delim / -> CommonPrefixes" % prefix,
              [p["Prefix"] for p in r.get("CommonPrefixes", [])])
     r = s3.list_objects_v2(Bucket="probe", Prefix="ord/")
-    fact("order of keys under ord/ (S3: UTF-8 byte order)", [c["Key"] for c in r.get("Contents", [])])
+    fact("order of keys under ord/ (S3: UTF-8 byte order)",
+         [c["Key"] for c in r.get("Contents", [])])
     got = []
     for p in s3.get_paginator("list_objects_v2").paginate(
             Bucket="probe", Prefix="ord/", PaginationConfig={"PageSize": 1}):
@@ -278,7 +279,8 @@ def probe_reads(srv, s3, raw):
     s3.put_object(Bucket="probe", Key="meta", Body=b"m", Metadata={"color": "blue"},
                   ContentType="image/jpeg")
     h = s3.head_object(Bucket="probe", Key="meta")
-    fact("x-amz-meta round trip / content-type", "%s %s" % (h["Metadata"], h["ContentType"]))
+    fact("x-amz-meta round trip / content-type",
+         "%s %s" % (h.get("Metadata"), h.get("ContentType")))
     s3.put_object(Bucket="probe", Key="src a+b%c", Body=b"copyme")
     attempt("CopyObject of key 'src a+b%c'", lambda: "ok data=%r" % (
         s3.copy_object(Bucket="probe", Key="dst",

@@ -13,8 +13,9 @@ seeds the data once with boto3, then for every latency (set on the proxy at
 run time), run, case and peer: mounts the peer through the proxy (a fresh
 mount: nothing cached by the kernel or the filesystem survives from another
 run), re-reads the server's own files for the case (so the server serves from
-memory), measures, unmounts and empties every peer's local cache. The limit (curl straight at the proxy) is
-measured the same way. Peers rotate order from run to run.
+memory), measures, unmounts and empties every peer's local cache. The limit
+(curl straight at the proxy) is measured the same way. Peers rotate order
+from run to run.
 
 Writes results.md, results.json, chart.png and logs/ to --out (default
 results/<timestamp>/) and prints the Markdown table. --update-doc rewrites the

@@ -665,7 +665,8 @@ def main(argv=None):
             "commit": benchmod.git_commit(), "files": args.files, "file_kib": args.file_kib,
             "big_mib": args.big_mib, "readers": args.readers, "latency_ms": args.latency,
             "warmup_s": args.warmup, "measure_s": args.measure, "seed": args.seed,
-            "quick": args.quick, "server": args.server, "command": " ".join(["/usr/bin/python3"] + sys.argv),
+            "quick": args.quick, "server": args.server,
+            "command": " ".join(["/usr/bin/python3"] + sys.argv),
             "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()}
     t0 = time.monotonic()
     work = tempfile.mkdtemp(prefix="objmount-epochs-")

@@ -266,10 +266,9 @@ def one_run(p, pw, fp, ctx, order, readers, args, want, mode, name):
 
 def markdown(results):
     runs = results["runs"]
-    peers = []
-    for r in runs:
-        if r["peer"] not in peers:
-            peers.append(r["peer"])
+    seen = {r["peer"] for r in runs}
+    # columns in --peers order, whatever order the rotation ran them in
+    peers = [p for p in ["limit"] + list(results["args"]["peers"]) if p in seen]
     lines = ["| latency | order | readers | " + " | ".join(peers) + " |",
              "|---|---|---|" + "---|" * len(peers)]
     keys = []

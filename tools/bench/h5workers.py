@@ -11,9 +11,10 @@ time, every window checked (issue 23).
 The file: one int32 dataset "x" of S x S values (S = sqrt(size / 4), 8192
 for 256 MiB) in 128 x 128 chunks (64 KiB each), value = row * S + column,
 made locally with h5py and uploaded with boto3 to a private server (--server,
-default versitygw: tests/harness/servers.py) behind the fault proxy (tools/bench/shared.py's phases: loopback, 10 ms to the
-first byte; s3-like, 20 ms and 64 MiB/s per connection; s3-scaled, 20 ms
-and 16 MiB/s per connection).
+default versitygw: tests/harness/servers.py) behind the fault proxy
+(tools/bench/shared.py's phases: loopback, 10 ms to the first byte; s3-like,
+20 ms and 64 MiB/s per connection; s3-scaled, 20 ms and 16 MiB/s per
+connection).
 
 For every phase and peer: the peer is mounted fresh (an empty cache
 directory), the file is stat'ed, the page cache dropped and the server's
