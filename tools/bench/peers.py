@@ -533,8 +533,9 @@ class Curl:
         return " ".join(tool_version(["curl", "--version"]).split()[:2])
 
     def settings(self):
+        signed = " (presigned where the server refuses unsigned ones)"
         return ("GETs to the server itself, bypassing the proxy" if self.direct
-                else "unsigned GETs through the proxy")
+                else "GETs through the proxy") + signed
 
 
 MOUNT_PEERS = {"objmount": Objmount, "s3fs": S3fs, "rclone": Rclone}
