@@ -104,6 +104,13 @@ def make_images(classes, per_class):
     return objects, pixels
 
 
+def die_quietly():
+    """A data set worker: Ctrl-C, SIGTERM and SIGHUP end it at once, as their
+    default does (no traceback: the demo itself says it was interrupted)."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def import_loaders(out):
     """Import torch and torchvision (in a thread); an error is kept in
     out["error"] for the caller."""
@@ -127,7 +134,8 @@ def data_set(args, work):
 
     ctx = multiprocessing.get_context("fork")
     classes = list(range(args.classes))
-    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx,
+                                                initializer=die_quietly) as ex:
         jobs = [ex.submit(make_images, classes[k::2], args.per_class) for k in range(2)]
         h5 = ex.submit(make_h5, os.path.join(work, "features.h5"))
 
