@@ -26,26 +26,12 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from botocore.auth import S3SigV4Auth  # noqa: E402
-from botocore.awsrequest import AWSRequest  # noqa: E402
-from botocore.credentials import Credentials  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 from harness import servers  # noqa: E402
+from harness.rawhttp import sign_headers  # noqa: E402
 
-EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 MiB = 1 << 20
-
-
-class Signer(S3SigV4Auth):
-    """botocore's S3 SigV4 signer, with an optional forced payload hash."""
-
-    def __init__(self, creds, region, payload_hash=None):
-        super().__init__(creds, "s3", region)
-        self.forced = payload_hash
-
-    def payload(self, request):
-        return self.forced if self.forced is not None else super().payload(request)
 
 
 class Raw:
@@ -53,24 +39,27 @@ class Raw:
 
     def __init__(self, srv):
         self.srv = srv
-        self.creds = Credentials(srv.access_key, srv.secret_key)
         u = urllib.parse.urlsplit(srv.endpoint)
         self.host, self.port, self.prefix = u.hostname, u.port, u.path.rstrip("/")
+
+    def sign(self, method, path, body=b"", headers=None, secret=None, payload_hash=None,
+             sign_host=None):
+        """Headers of the request signed with the server's keys (secret:
+        another secret; sign_host: signed for another Host, sent to this one)."""
+        host = sign_host or "%s:%d" % (self.host, self.port)
+        hdrs = sign_headers(method, "http://%s%s" % (host, path), body, headers, payload_hash,
+                            access_key=self.srv.access_key,
+                            secret_key=self.srv.secret_key if secret is None else secret,
+                            region=self.srv.region)
+        hdrs["Host"] = "%s:%d" % (self.host, self.port)
+        return hdrs
 
     def req(self, method, path, body=b"", headers=None, sign=True, secret=None,
             payload_hash=None, sign_host=None):
         path = self.prefix + path
-        url = "http://%s:%d%s" % (self.host, self.port, path)
         headers = dict(headers or {})
         if sign:
-            r = AWSRequest(method=method, url=url, data=body, headers=headers)
-            if sign_host:
-                r.headers["Host"] = sign_host
-            creds = self.creds if secret is None else Credentials(self.srv.access_key, secret)
-            Signer(creds, self.srv.region, payload_hash).add_auth(r)
-            headers = dict(r.headers.items())
-            if sign_host:
-                headers["Host"] = "%s:%d" % (self.host, self.port)
+            headers = self.sign(method, path, body, headers, secret, payload_hash, sign_host)
         host, port = self.host, self.port
         for _ in range(4):
             conn = http.client.HTTPConnection(host, port, timeout=30)
@@ -210,14 +199,11 @@ def probe_put_integrity(srv, s3, raw):
     s3.put_object(Bucket="probe", Key="victim", Body=b"A" * 1000)
     u = urllib.parse.urlsplit(srv.endpoint)
     path = u.path.rstrip("/") + "/probe/victim"
-    r = AWSRequest(method="PUT", url="http://%s:%d%s" % (u.hostname, u.port, path),
-                   data=b"B" * 100000, headers={"X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
-    Signer(raw.creds, srv.region, "UNSIGNED-PAYLOAD").add_auth(r)
+    signed = raw.sign("PUT", path, b"B" * 100000, payload_hash="UNSIGNED-PAYLOAD")
     host, port = u.hostname, u.port
     if srv.redirects:  # the 307's target, as a client would reach it
         conn = http.client.HTTPConnection(host, port, timeout=10)
-        conn.request("PUT", path, body=b"", headers=dict(r.headers.items(),
-                                                         **{"Content-Length": "0"}))
+        conn.request("PUT", path, body=b"", headers=dict(signed, **{"Content-Length": "0"}))
         resp = conn.getresponse()
         resp.read()
         conn.close()
@@ -227,8 +213,8 @@ def probe_put_integrity(srv, s3, raw):
             host, port, path = lu.hostname, lu.port, lu.path + ("?" + lu.query if lu.query else "")
         s3.put_object(Bucket="probe", Key="victim", Body=b"A" * 1000)
     sock = socket.create_connection((host, port))
-    head = "PUT %s HTTP/1.1\r\nHost: %s:%d\r\n" % (path, u.hostname, u.port) + "".join(
-        "%s: %s\r\n" % kv for kv in r.headers.items()) + "Content-Length: 100000\r\n\r\n"
+    head = "PUT %s HTTP/1.1\r\n" % path + "".join(
+        "%s: %s\r\n" % kv for kv in signed.items()) + "Content-Length: 100000\r\n\r\n"
     sock.sendall(head.encode() + b"B" * 500)
     time.sleep(0.3)
     sock.close()

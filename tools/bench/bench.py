@@ -415,22 +415,6 @@ def rerender(args):
     return 0
 
 
-def presigner(srv):
-    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's keys."""
-    from botocore.auth import S3SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
-                            expires=86400)
-
-    def presign(url):
-        r = AWSRequest(method="GET", url=url)
-        auth.add_auth(r)
-        return r.prepare().url
-    return presign
-
-
 def update_doc(result, chart):
     doc = os.path.join(REPO_ROOT, "doc", "benchmarks.md")
     body = report.markdown(result) + "\nPeers:\n\n" + report.settings_markdown(result["meta"])
@@ -488,7 +472,7 @@ def main(argv=None):
         if srv.kind not in servers.AISTORE_KINDS:
             # versitygw and Swift refuse unsigned requests: curl gets
             # presigned URLs (AIStore, its authentication off, takes any)
-            casemod.PRESIGN = presigner(srv)
+            casemod.PRESIGN = peermod.presigner(srv)
         fp, proxy_fix = start_proxy(srv)
         log("%s %s, proxy %s, work %s" % (srv.kind, srv.endpoint, fp.endpoint, work))
         seed(srv, dsets_needed, args.seed, work)

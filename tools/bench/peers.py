@@ -499,6 +499,23 @@ class Objmount(MountPeer):
         return out
 
 
+def presigner(srv):
+    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's
+    keys: curl's GETs on a server that refuses unsigned requests."""
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
+                            expires=86400)
+
+    def presign(url):
+        r = AWSRequest(method="GET", url=url)
+        auth.add_auth(r)
+        return r.prepare().url
+    return presign
+
+
 def empty_dir(path):
     """Remove everything in path (a cache directory), keeping path itself."""
     if not path or not os.path.isdir(path):

@@ -24,29 +24,14 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+sys.path.insert(0, HERE)
 
-from harness import servers  # noqa: E402
+from peers import presigner  # noqa: E402
+from harness import servers  # noqa: E402  (path set up by peers)
 from harness.faultproxy import FaultProxy  # noqa: E402
 
 BUCKET = "bench"
 SIGN = None  # url -> presigned url, set in main()
-
-
-def presigner(srv):
-    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's keys."""
-    from botocore.auth import S3SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
-                            expires=86400)
-
-    def presign(url):
-        r = AWSRequest(method="GET", url=url)
-        auth.add_auth(r)
-        return r.prepare().url
-    return presign
 
 
 def curl_large(endpoint, streams):

@@ -276,7 +276,7 @@ def run_readers(path, blocks, size, readers, timeout, work):
 
 def limit(srv, fp, blocks, size, readers, timeout):
     """N curl processes, each one ranged GET of its share through the proxy."""
-    url = benchmod.presigner(srv)("%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY))
+    url = peermod.presigner(srv)("%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY))
     parts = []
     for first, count in shares(len(blocks), readers):
         lo, hi = first * MiB, min(size, (first + count) * MiB) - 1
