@@ -38,11 +38,15 @@ say() { printf 'bootstrap: %s\n' "$*"; }
 die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 
 missing_pkgs() {
-    local p
+    # one dpkg-query for all of them (one per package took 2.5 s of every
+    # demo run); a package dpkg does not know is simply not listed
+    local p name status
+    local -A have=()
+    while read -r name status; do
+        [[ $status == "install ok installed" ]] && have[${name%%:*}]=1
+    done < <(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null || true)
     for p in "$@"; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-            printf '%s\n' "$p"
-        fi
+        [[ -n ${have[$p]:-} ]] || printf '%s\n' "$p"
     done
 }
 
