@@ -43,7 +43,6 @@ import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
 import report  # noqa: E402
 from harness.faultproxy import FaultProxy  # noqa: E402  (path set up by peers)
-from harness import servers  # noqa: E402
 
 REPO_ROOT = peermod.REPO_ROOT
 DISPLAY_ORDER = ["objmount", "s3fs", "rclone", "curl", "curl-direct"]
@@ -71,7 +70,7 @@ def proxy_stalls_on_head(fp, n=300, limit=3.0):
     t0 = time.monotonic()
     try:
         for i in range(n):
-            conn.request("HEAD", "/%s/bench-probe-%d" % (BUCKET, i))
+            conn.request("HEAD", "%s/%s/bench-probe-%d" % (fp.path, BUCKET, i))
             conn.getresponse().read()
             if time.monotonic() - t0 > limit:
                 return True
@@ -469,9 +468,7 @@ def main(argv=None):
     interrupted = out_of_time = False
     try:
         srv = peermod.start_server(args.server, work)  # the peers' credentials follow
-        if srv.kind not in servers.AISTORE_KINDS:
-            # versitygw and Swift refuse unsigned requests: curl gets
-            # presigned URLs (AIStore, its authentication off, takes any)
+        if peermod.refuses_unsigned(srv):  # curl gets presigned URLs
             casemod.PRESIGN = peermod.presigner(srv)
         fp, proxy_fix = start_proxy(srv)
         log("%s %s, proxy %s, work %s" % (srv.kind, srv.endpoint, fp.endpoint, work))

@@ -38,11 +38,25 @@ def add_server_arg(ap, default=servers.DEFAULT, kinds=SERVER_KINDS):
                          "%s (default %s)" % (", ".join(kinds), default))
 
 
-def start_server(kind, base_dir, buckets=(BUCKET,)):
+def start_server(kind, base_dir, buckets=(BUCKET,), attempts=3):
     """Select kind (the peers' credentials follow) and start a private
-    server of it with buckets, its directory under base_dir."""
+    server of it with buckets, its directory under base_dir. A start that
+    fails (a loaded machine misses a deadline; an AIStore target not yet
+    answering its control port when the bucket is made) is tried again on
+    fresh ports, as the tests' fixture does."""
+    from harness.procs import ServerNotInstalled
+
     servers.select(kind)
-    return servers.server_class(kind)(buckets=list(buckets), base_dir=base_dir).start()
+    for attempt in range(1, attempts + 1):
+        try:
+            return servers.server_class(kind)(buckets=list(buckets), base_dir=base_dir).start()
+        except Exception as e:  # noqa: BLE001 - raised when the last attempt fails
+            if attempt == attempts or isinstance(e, ServerNotInstalled):
+                raise
+            print("%s did not start (attempt %d of %d): %s" % (
+                kind, attempt, attempts, str(e).splitlines()[0][:200] if str(e) else e),
+                file=sys.stderr, flush=True)
+            time.sleep(attempt)
 
 
 # -- /proc helpers -------------------------------------------------------------
@@ -497,6 +511,12 @@ class Objmount(MountPeer):
         if ops:
             out["own_requests"] = ops
         return out
+
+
+def refuses_unsigned(srv):
+    """srv answers unsigned requests with 403 (versitygw, Swift): curl needs
+    presigned URLs. An AIStore (authentication off, its default) serves them."""
+    return srv.kind not in servers.AISTORE_KINDS
 
 
 def presigner(srv):

@@ -276,7 +276,9 @@ def run_readers(path, blocks, size, readers, timeout, work):
 
 def limit(srv, fp, blocks, size, readers, timeout):
     """N curl processes, each one ranged GET of its share through the proxy."""
-    url = peermod.presigner(srv)("%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY))
+    url = "%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY)
+    if peermod.refuses_unsigned(srv):
+        url = peermod.presigner(srv)(url)
     parts = []
     for first, count in shares(len(blocks), readers):
         lo, hi = first * MiB, min(size, (first + count) * MiB) - 1
@@ -287,7 +289,7 @@ def limit(srv, fp, blocks, size, readers, timeout):
     try:
         for lo, hi in parts:
             procs.append(subprocess.Popen(
-                ["curl", "-sS", "-o", "/dev/null", "-r", "%d-%d" % (lo, hi),
+                ["curl", "-sSL", "-o", "/dev/null", "-r", "%d-%d" % (lo, hi),
                  "-w", "%{http_code} %{size_download}", url],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = []
