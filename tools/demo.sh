@@ -6,8 +6,8 @@
 # mounting it at the proxy, torch DataLoader epochs over the mount (images/s),
 # h5py reads, a torch.save checkpoint written through the mount,
 # `objmountctl stats` with the redirects followed, and a clean unmount and
-# shutdown. About 30 s once installed and built (29-31 s on 2 cores at a load
-# average of 10-12 from other work).
+# shutdown. Once installed and built: 14-16 CPU-seconds, 29-31 s on 2 cores at
+# a load average of 10-12 from other work (43-58 s at 13-19).
 #
 #   tools/demo.sh [--server KIND | --direct] [-o OPTS] [--log FILE] [--classes N] [--per-class N]
 #       --server KIND  aistore (default), aistore-proxy, ais, versitygw or swift
