@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install every build and test dependency of objmount on Debian 12, then the
-# pinned Node.js test servers and the pinned Go servers (tools/go-servers.lock:
-# versitygw, AIStore's aisnode and aisloader, built once from the Go module
-# proxy into a cache). Idempotent: what is present is left alone.
+# pinned Go servers (tools/go-servers.lock: versitygw, AIStore's aisnode and
+# aisloader, built once from the Go module proxy into a cache). Idempotent:
+# what is present is left alone. No npm package is installed: Node.js runs
+# the fault proxy (tools/faultproxy), which uses its standard library only.
 #
 #   tools/bootstrap.sh            everything (build, tests, loaders, benchmarks)
 #   tools/bootstrap.sh --check    report what is missing, install nothing
@@ -16,7 +17,7 @@ root=$(cd "$here/.." && pwd)
 # Build: compiler, meson, the libraries objmount links.
 build_pkgs=(gcc pkg-config meson ninja-build libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
             libxml2-dev libxxhash-dev libjansson-dev check)
-# Tests: the S3 server runs on Node.js; data is seeded and checked with boto3;
+# Tests: the fault proxy runs on Node.js; data is seeded and checked with boto3;
 # tree tools and s3fs-fuse check compatibility; the loaders are Debian's.
 test_pkgs=(python3 python3-boto3 python3-pytest python3-pytest-xdist curl psmisc rsync git s3fs
            iproute2  # AIStore's intra-cluster address on the loopback device
@@ -37,11 +38,15 @@ say() { printf 'bootstrap: %s\n' "$*"; }
 die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 
 missing_pkgs() {
-    local p
+    # one dpkg-query for all of them (one per package took 2.5 s of every
+    # demo run); a package dpkg does not know is simply not listed
+    local p name status
+    local -A have=()
+    while read -r name status; do
+        [[ $status == "install ok installed" ]] && have[${name%%:*}]=1
+    done < <(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null || true)
     for p in "$@"; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-            printf '%s\n' "$p"
-        fi
+        [[ -n ${have[$p]:-} ]] || printf '%s\n' "$p"
     done
 }
 
@@ -58,10 +63,10 @@ run_root() {
 command -v dpkg-query >/dev/null 2>&1 || die "this script needs Debian (dpkg-query not found)"
 
 wanted=("${build_pkgs[@]}" "${test_pkgs[@]}" "${fuzz_pkgs[@]}" "${bench_pkgs[@]}" "${swift_pkgs[@]}")
-# Node.js: Debian's nodejs and npm unless a node with npm is already installed
-# (e.g. from NodeSource, whose nodejs package conflicts with Debian's npm).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    wanted+=(nodejs npm)
+# Node.js for the fault proxy: Debian's nodejs unless a node is already
+# installed (e.g. from NodeSource).
+if ! command -v node >/dev/null 2>&1; then
+    wanted+=(nodejs)
 fi
 
 mapfile -t todo < <(missing_pkgs "${wanted[@]}")
@@ -94,24 +99,8 @@ else
 fi
 
 command -v node >/dev/null 2>&1 || die "node not found after installing nodejs"
-command -v npm >/dev/null 2>&1 || die "npm not found after installing npm"
 [[ -e /dev/fuse ]] || say "warning: /dev/fuse is missing: FUSE mounts will fail"
 
-# s3rver, pinned by the committed lock file, patched by patch-package.
-node_dir="$root/tools/node"
-stamp="$node_dir/node_modules/.objmount-lock-sha256"
-want=$(cat "$node_dir/package-lock.json" "$node_dir"/patches/*.patch | sha256sum | cut -d' ' -f1)
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    say "node modules present"
-elif $check_only; then
-    say "node modules missing or stale in $node_dir"
-    exit 1
-else
-    say "installing node modules from $node_dir/package-lock.json"
-    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
-        die "npm ci failed in $node_dir (is the npm registry reachable?)"
-    printf '%s\n' "$want" >"$stamp"
-fi
 # The Go servers of the tests and benchmarks (tools/go-servers.lock), each
 # built once into $OBJMOUNT_GO_CACHE (default ~/.cache/objmount/go) as
 # NAME-VERSION/NAME: a second run finds it and costs nothing. Built in a

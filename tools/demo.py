@@ -1,28 +1,35 @@
 #!/usr/bin/python3
 """The objmount demo, driven by tools/demo.sh (which installs and builds first).
 
-Starts a private s3rver and, in front of it, the fault proxy's AIStore-style
-gateway (every object request answered with a 307 to a target node), seeds a
+Starts a private AIStore cluster on loopback (one proxy and two targets of
+the pinned aisnode, tests/harness/aisserver.py: its S3 API answers every
+object request with a 307 to the target that holds the object), seeds a
 bucket with boto3 (an ImageFolder tree of generated JPEGs and an HDF5 file),
-mounts the bucket with objmount through the gateway, and runs unmodified
-loaders over the mount: a torch DataLoader epoch (images/s), h5py random
-slices, a torch.save checkpoint with fsync. Every byte read is checked against
-what was uploaded. Then it prints `objmountctl stats`, unmounts and stops
-both servers.
+mounts the bucket with objmount at the proxy, and runs unmodified loaders
+over the mount: two torch DataLoader epochs (images/s), h5py random slices,
+a torch.save checkpoint with fsync. Every byte read is checked against what
+was uploaded. Then it prints `objmountctl stats` (with the redirects
+objmount followed, per operation), unmounts and stops the cluster.
 
-Ctrl-C (or SIGTERM/SIGHUP) at any point: the mount is unmounted, the daemon,
-gateway and s3rver are stopped, the work directory is removed, and the exit
+Ctrl-C (or SIGTERM/SIGHUP) at any point: the mount is unmounted, the daemon
+and the cluster are stopped, the work directory is removed, and the exit
 status is that of a SIGINT death. The servers and the daemon are also started
 with PR_SET_PDEATHSIG, so even a SIGKILL of this process stops them.
 
-    /usr/bin/python3 tools/demo.py [--direct] [-o OPTS] [--log FILE] [--classes N]
-                                   [--per-class N]
-        --direct   mount s3rver itself instead of the AIStore gateway
-        -o OPTS    more objmount options (log_level=debug, ...)
-        --log FILE keep the daemon's log in FILE
+    /usr/bin/python3 tools/demo.py [--server KIND | --direct] [-o OPTS] [--log FILE]
+                                   [--classes N] [--per-class N]
+        --server KIND  the server of tests/harness/servers.py (default aistore;
+                       aistore-proxy: the same cluster forwarding instead of
+                       redirecting; ais: objmount mounts ais://demo on its
+                       native API; versitygw; swift)
+        --direct       the same as --server versitygw: a plain S3 server, no
+                       redirects (what the mount does without AIStore's hops)
+        -o OPTS        more objmount options (log_level=debug, ...)
+        --log FILE     keep the daemon's log in FILE
 """
 
 import argparse
+import contextlib
 import gc
 import io
 import os
@@ -37,8 +44,7 @@ import zlib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from harness import s3server as s3s  # noqa: E402
-from harness.faultproxy import FaultProxy  # noqa: E402
+from harness import servers  # noqa: E402
 from harness.mount import BUILD_DIR, Mount, is_mounted, seed  # noqa: E402
 
 BUCKET = "demo"
@@ -75,18 +81,20 @@ def mib(n):
 
 # -- data ----------------------------------------------------------------------------
 def make_images(classes, per_class):
-    """{key: jpeg bytes} and {key: crc32 of the decoded RGB pixels}."""
+    """{key: jpeg bytes} and {key: crc32 of the decoded RGB pixels} of the
+    given classes (a range or list of class numbers)."""
     import numpy as np
     from PIL import Image
 
-    rng = np.random.default_rng(6)
     y, x = np.mgrid[0:256, 0:256]
     objects, pixels = {}, {}
-    for c in range(classes):
+    for c in classes:
+        rng = np.random.default_rng([6, c])
         tint = rng.integers(0, 256, 3)
+        base = (x[..., None] * tint / 255 + y[..., None] * (255 - tint) / 255).astype(np.int16)
         for i in range(per_class):
-            base = (x[..., None] * tint / 255 + y[..., None] * (255 - tint) / 255)
-            arr = np.clip(base + rng.integers(-50, 51, (256, 256, 3)), 0, 255).astype(np.uint8)
+            noise = rng.integers(-50, 51, (256, 256, 3), dtype=np.int16)
+            arr = np.clip(base + noise, 0, 255).astype(np.uint8)
             b = io.BytesIO()
             Image.fromarray(arr, "RGB").save(b, "JPEG", quality=90)
             key = "train/class%d/img%03d.jpg" % (c, i)
@@ -94,6 +102,57 @@ def make_images(classes, per_class):
             with Image.open(io.BytesIO(objects[key])) as im:
                 pixels[key] = zlib.crc32(np.asarray(im.convert("RGB")).tobytes())
     return objects, pixels
+
+
+def die_quietly():
+    """A data set worker: Ctrl-C, SIGTERM and SIGHUP end it at once, as their
+    default does (no traceback: the demo itself says it was interrupted)."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def import_loaders(out):
+    """Import torch and torchvision (in a thread); an error is kept in
+    out["error"] for the caller."""
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except BaseException as e:  # noqa: BLE001 - re-raised by the main thread
+        out["error"] = e
+
+
+@contextlib.contextmanager
+def data_set(args, work):
+    """Make the JPEGs (two processes, half of the classes each) and the
+    HDF5 file (a third task) in worker processes while the caller starts
+    the server; yields a function that waits for them and returns
+    (objects, pixels, h5 bytes, features). The workers are forked from
+    this process, so a Ctrl-C reaches them too; the pool is shut down on
+    the way out either way."""
+    import concurrent.futures
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    classes = list(range(args.classes))
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx,
+                                                initializer=die_quietly) as ex:
+        jobs = [ex.submit(make_images, classes[k::2], args.per_class) for k in range(2)]
+        h5 = ex.submit(make_h5, os.path.join(work, "features.h5"))
+
+        def made():
+            objects, pixels = {}, {}
+            for j in jobs:
+                o, p = j.result()
+                objects.update(o)
+                pixels.update(p)
+            h5bytes, feats = h5.result()
+            return dict(sorted(objects.items())), pixels, h5bytes, feats
+        try:
+            yield made
+        except BaseException:
+            for j in jobs + [h5]:
+                j.cancel()
+            raise
 
 
 def make_h5(path):
@@ -209,34 +268,48 @@ def drop_page_cache():
 
 # -- the run -------------------------------------------------------------------------
 def run(args, work, live):
-    import numpy  # noqa: F401  (fail early, before any server starts)
-    import torch  # noqa: F401
+    import importlib.util
+    import threading
+
+    import numpy  # noqa: F401  (the data set's workers need it)
+
+    for mod in ("torch", "torchvision", "h5py", "PIL"):  # fail early, before any server starts
+        if importlib.util.find_spec(mod) is None:
+            raise SystemExit("demo: the Python module %s is missing (tools/bootstrap.sh "
+                             "installs it)" % mod)
 
     t = time.monotonic()
     say("work directory %s (removed at the end)" % work)
-    step("[1/6] servers")
-    live["server"] = srv = s3s.S3Server(buckets=[BUCKET], base_dir=work)
-    srv.start()
-    say("      s3rver (S3 API, checks SigV4) on %s" % srv.endpoint)
-    endpoint = srv.endpoint
-    if not args.direct:
-        live["proxy"] = fp = FaultProxy(srv)
-        fp.start()
-        endpoint = fp.gateway_endpoint
-        say("      AIStore-style gateway on %s: answers object requests with 307 to a "
-            "target" % endpoint)
-
-    step("[2/6] seeding bucket %r with boto3" % BUCKET)
+    step("[1/6] server (and the data set, made meanwhile by two processes)")
     t0 = time.monotonic()
-    objects, pixels = make_images(args.classes, args.per_class)
-    h5bytes, feats = make_h5(os.path.join(work, "features.h5"))
-    objects["features.h5"] = h5bytes
-    s3 = srv.client()
-    seed(s3, BUCKET, objects)
-    images = sum(len(v) for k, v in objects.items() if k.startswith("train/"))
+    with data_set(args, work) as made:
+        # torch's import (seconds) overlaps the server's start too; the
+        # workers above were forked before this thread runs
+        loaders = {}
+        importer = threading.Thread(target=import_loaders, args=(loaders,), daemon=True)
+        importer.start()
+        srv = live["server"] = start_server(args.server, work)
+        t_srv = time.monotonic() - t0
+        objects, pixels, h5bytes, feats = made()
+    endpoint = srv.endpoint
+    for line in describe_server(srv):
+        say("      " + line)
+    say("      [server ready after %.1f s, data set after %.1f s]"
+        % (t_srv, time.monotonic() - t0))
+
+    step("[2/6] seeding bucket %r" % BUCKET)
+    t1 = time.monotonic()
+    s3 = srv.client()  # an AIStore's follows its 307s, as objmount does
+    # The JPEGs with the harness's seed(): boto3 PUTs, or for a few hundred
+    # objects the server's own cheapest path (AIStore's native API,
+    # versitygw's directory); the HDF5 file with one boto3 PUT.
+    seed(s3, BUCKET, objects, threads=16)
+    s3.put_object(Bucket=BUCKET, Key="features.h5", Body=h5bytes)
+    images = sum(len(v) for v in objects.values())
     say("      train/: %d classes x %d JPEGs (%s), features.h5 (8192x512 float32, gzip "
-        "chunks, %s) [%.1f s]" % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
-                                  time.monotonic() - t0))
+        "chunks, %s) [%.1f s]"
+        % (args.classes, args.per_class, mib(images), mib(len(h5bytes)),
+           time.monotonic() - t1))
 
     step("[3/6] mounting with objmount")
     mnt = os.path.join(work, "mnt")
@@ -250,9 +323,12 @@ def run(args, work, live):
     daemon = os.path.join(BUILD_DIR, "objmount")
     if daemon.startswith(ROOT + os.sep):
         daemon = os.path.relpath(daemon, ROOT)
-    say("      %s %s %s -o %s [%.2f s]" % (daemon, BUCKET, mnt, m.options(),
+    say("      %s %s %s -o %s [%.2f s]" % (daemon, m.source(), mnt, m.options(),
                                            time.monotonic() - t0))
 
+    importer.join()
+    if "error" in loaders:
+        raise loaders["error"]
     step("[4/6] DataLoader(ImageFolder(%s/train), batch_size=%d, num_workers=%d, shuffle=True)"
         % (mnt, BATCH, WORKERS))
     n, dt = epoch(os.path.join(mnt, "train"), pixels)
@@ -285,7 +361,77 @@ def run(args, work, live):
         say("      " + line if line else "")
     if out.returncode != 0:
         raise SystemExit("demo: objmountctl stats failed (%d)" % out.returncode)
+    say("      " + redirect_summary(ctl, mnt, srv))
     say("done in %.1f s" % (time.monotonic() - t))
+
+
+def start_server(kind, work, attempts=3):
+    """A started server of kind with the bucket. A start that fails (a
+    loaded machine can miss a start-up deadline; ports are picked free and
+    then bound) is tried again on fresh ports, as the tests' fixture does."""
+    from harness.procs import ServerNotInstalled
+
+    for attempt in range(1, attempts + 1):
+        srv = servers.server_class(kind)(buckets=[BUCKET], base_dir=work)
+        try:
+            return srv.start()
+        except Exception as e:  # noqa: BLE001 - reported when the last attempt fails
+            if attempt == attempts or isinstance(e, ServerNotInstalled):
+                raise
+            say("      %s did not start (attempt %d of %d): %s; trying again"
+                % (kind, attempt, attempts, str(e).splitlines()[0][:160] if str(e) else e))
+            time.sleep(attempt)
+
+
+def describe_server(srv):
+    """Lines saying what runs: for an AIStore, its nodes and what its proxy
+    does with object requests."""
+    if srv.kind not in servers.AISTORE_KINDS:
+        name = {"versitygw": "versitygw (S3 gateway, posix backend; checks SigV4 and "
+                             "Content-MD5; no redirects)",
+                "swift": "OpenStack Swift with s3api (no redirects)"}.get(srv.kind, srv.kind)
+        return ["%s on %s" % (name, srv.endpoint)]
+    targets = ", ".join("127.0.0.1:%d" % t.port for t in srv.targets)
+    lines = ["AIStore (aisnode %s): proxy on %s, targets on %s; %s checksums"
+             % (gobin_version(), srv.proxy_url, targets, srv.checksum)]
+    if srv.api == "native":
+        lines.append("native API at %s: objmount mounts ais://%s; the proxy answers object "
+                     "requests with 301/307 to a target" % (srv.endpoint, BUCKET))
+    elif srv.reverse_proxy:
+        lines.append("S3 API at %s with S3-Reverse-Proxy: the proxy forwards object requests "
+                     "to the targets (no redirects)" % srv.endpoint)
+    else:
+        lines.append("S3 API at %s: the proxy answers every object request with a 307 to "
+                     "the target that holds the object" % srv.endpoint)
+    return lines
+
+
+def gobin_version():
+    from harness import gobin
+
+    return gobin.version("aisnode")
+
+
+def redirect_summary(ctl, mnt, srv):
+    """One line from `objmountctl stats --json`: the redirects objmount
+    followed, per operation."""
+    import json
+
+    out = subprocess.run([ctl, "stats", mnt, "--json"], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise SystemExit("demo: objmountctl stats --json failed (%d)" % out.returncode)
+    st = json.loads(out.stdout)
+    req = st["requests"]
+    per_op = ", ".join("%s %d" % (o["op"], o["redirects"])
+                       for o in st["operations"] if o["redirects"])
+    line = "redirects followed: %d in %d requests" % (req["redirects"], req["total"])
+    if per_op:
+        line += " (%s)" % per_op
+    if srv.redirects and not req["redirects"]:
+        raise SystemExit("demo: %s redirects object requests, but objmount followed none"
+                         % srv.kind)
+    return line
 
 
 def stop_loader_workers():
@@ -305,7 +451,7 @@ def stop_loader_workers():
 
 
 def cleanup(live, work, failed, log=None):
-    """Unmount, stop the gateway and s3rver, remove the work directory.
+    """Unmount, stop the server, remove the work directory.
     Never removes anything under a mount point that is still mounted. After
     a failure the daemon's log is kept in a file named on the way out."""
     problems = []
@@ -332,12 +478,16 @@ def cleanup(live, work, failed, log=None):
             with f:
                 f.write(m.log)
             say("demo: the daemon's log is in %s" % log)
-    for name in ("proxy", "server"):
-        if live.get(name) is not None:
-            try:
-                live[name].stop()
-            except Exception as e:
-                problems.append("%s: %s" % (name, e))
+    srv = live.get("server")
+    if srv is not None:
+        try:
+            # its data goes with the work directory: an AIStore's nodes are
+            # killed at once instead of shutting down in turn (1.5 s)
+            for node in getattr(srv, "nodes", ()):
+                node.stop(hard=True)
+            srv.stop()
+        except Exception as e:
+            problems.append("server: %s" % e)
     if work and not is_mounted(os.path.join(work, "mnt")):
         shutil.rmtree(work, ignore_errors=True)
     return problems
@@ -345,8 +495,11 @@ def cleanup(live, work, failed, log=None):
 
 def main():
     p = argparse.ArgumentParser(description="objmount demo")
+    p.add_argument("--server", choices=servers.KINDS, default="aistore",
+                   help="the server of tests/harness/servers.py to mount (default aistore: "
+                        "a local AIStore cluster, S3 API, 307s to two targets)")
     p.add_argument("--direct", action="store_true",
-                   help="mount s3rver directly instead of through the AIStore gateway")
+                   help="the same as --server versitygw: a plain S3 server, no redirects")
     p.add_argument("-o", dest="opts", default="",
                    help="more objmount options (e.g. log_level=debug)")
     p.add_argument("--log", metavar="FILE",
@@ -354,6 +507,9 @@ def main():
     p.add_argument("--classes", type=int, default=8)
     p.add_argument("--per-class", type=int, default=64)
     args = p.parse_args()
+    if args.direct:
+        args.server = "versitygw"
+    servers.select(args.server)  # the keys the mount and boto3 use
 
     # The handler also notes the signal (SIGNALS): where Python drops the
     # exception, the loader may fail because its workers died, or the run
@@ -366,7 +522,9 @@ def main():
 
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, stop)
-    os.environ.update(AWS_ACCESS_KEY_ID=s3s.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3s.SECRET_KEY)
+    os.environ.update(AWS_ACCESS_KEY_ID=servers.access_key(),
+                      AWS_SECRET_ACCESS_KEY=servers.secret_key(),
+                      AWS_EC2_METADATA_DISABLED="true")
     work, live, status = None, {}, 0
     try:
         work = tempfile.mkdtemp(prefix="objmount-demo.")
@@ -395,8 +553,8 @@ def main():
     if problems:
         say("demo: cleanup problems: " + "; ".join(problems))
         return status or 1
-    done = [w for k, w in (("mount", "unmounted"), ("proxy", "gateway stopped"),
-                           ("server", "s3rver stopped")) if k in live]
+    done = [w for k, w in (("mount", "unmounted"),
+                           ("server", "%s stopped" % args.server)) if k in live]
     say("; ".join(done + ["nothing left running"]))
     return status
 

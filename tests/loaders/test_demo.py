@@ -1,6 +1,10 @@
 """tools/demo.py (the body of the README's main job, tools/demo.sh) runs to
 the end, and a Ctrl-C in the middle of its DataLoader epoch leaves nothing
-mounted, running or on disk. Small data set (2 classes x 8 images)."""
+mounted, running or on disk. Small data set (2 classes x 8 images).
+
+The demo starts its own server, a local AIStore cluster (its default),
+whatever server the pass selected: the test runs in one pass only
+(tests/matrix.py)."""
 
 import os
 import queue
@@ -39,9 +43,9 @@ def start():
 
 
 def leftovers(work, port):
-    """Processes naming the demo's work directory or s3rver's port (the
-    daemon, s3rver, the gateway), demo.py processes of this run, and mounts
-    under the work directory."""
+    """Processes naming the demo's work directory or the AIStore proxy's
+    port (the daemon, the proxy and targets, whose configuration lies in
+    the work directory), and mounts under the work directory."""
     procs = []
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
@@ -95,7 +99,7 @@ def read_until(p, lines, pattern, timeout=120):
 def names(lines):
     text = "".join(lines)
     work = re.search(r"work directory (\S+)", text).group(1)
-    port = re.search(r"s3rver .* on http://127\.0\.0\.1:(\d+)", text).group(1)
+    port = re.search(r"proxy on http://127\.0\.0\.1:(\d+)", text).group(1)
     return work, port
 
 
@@ -118,6 +122,10 @@ def test_demo_runs_to_the_end_and_stops_everything():
     # prefetch cancelled at close counts as failed: not checked here)
     gets = re.search(r"GetObject +(\d+) +\d+ +\d+ +(\d+) ", text)
     assert gets and int(gets.group(2)) > 0, "no redirected GETs:\n" + text
+    # the checkpoint's writes went through the proxy's 307s too
+    summary = re.search(r"redirects followed: (\d+) in \d+ requests \((.*)\)", text)
+    assert summary and int(summary.group(1)) > 0, text
+    assert re.search(r"(PutObject|UploadPart) [1-9]", summary.group(2)), text
     assert "nothing left running" in text
     check_clean(*names(lines), lines)
 

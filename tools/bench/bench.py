@@ -1,22 +1,26 @@
 #!/usr/bin/python3
-"""objmount beside s3fs-fuse and rclone mount, on one private s3rver (or Swift), in one run.
+"""objmount beside s3fs-fuse and rclone mount, on one private S3 server, in one run.
 
-    /usr/bin/python3 tools/bench/bench.py [--server s3rver|swift] [--quick] [--runs N] [--latency 0,10]
+    /usr/bin/python3 tools/bench/bench.py [--server versitygw|swift|aistore|aistore-proxy]
+        [--quick] [--runs N] [--latency 0,10]
         [--peers objmount,s3fs,rclone] [--cases seq1,seq4,cat,rand,small,loader,meta,ckpt]
         [--out results/DIR] [--update-doc] [--timeout S] [--max-minutes M]
 
-Starts its own s3rver (fresh directory) and the fault proxy in front of it,
+Starts its own server (tests/harness/servers.py: versitygw by default; Swift;
+an AIStore cluster, whose 307s the proxy sends back through itself to the
+targets) in a fresh directory and the fault proxy in front of it,
 seeds the data once with boto3, then for every latency (set on the proxy at
 run time), run, case and peer: mounts the peer through the proxy (a fresh
 mount: nothing cached by the kernel or the filesystem survives from another
-run), re-reads the server's own files for the case (so s3rver serves from
-memory), measures, and unmounts. The limit (curl straight at the proxy) is
-measured the same way. Peers rotate order from run to run.
+run), re-reads the server's own files for the case (so the server serves from
+memory), measures, unmounts and empties every peer's local cache. The limit
+(curl straight at the proxy) is measured the same way. Peers rotate order
+from run to run.
 
 Writes results.md, results.json, chart.png and logs/ to --out (default
 results/<timestamp>/) and prints the Markdown table. --update-doc rewrites the
 "Latest results" section of doc/benchmarks.md ("Swift quick run" with
---server swift: OpenStack Swift with s3api instead of s3rver). Everything it started is
+--server swift: OpenStack Swift with s3api). Everything it started is
 stopped on exit, on errors, on Ctrl-C/SIGTERM and when --max-minutes runs
 out (the figures measured so far are still written). Must run as root (FUSE
 mounts of s3fs and rclone, --drop-caches); see doc/benchmarks.md.
@@ -39,7 +43,6 @@ import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
 import report  # noqa: E402
 from harness.faultproxy import FaultProxy  # noqa: E402  (path set up by peers)
-from harness import servers  # noqa: E402
 
 REPO_ROOT = peermod.REPO_ROOT
 DISPLAY_ORDER = ["objmount", "s3fs", "rclone", "curl", "curl-direct"]
@@ -67,7 +70,7 @@ def proxy_stalls_on_head(fp, n=300, limit=3.0):
     t0 = time.monotonic()
     try:
         for i in range(n):
-            conn.request("HEAD", "/%s/bench-probe-%d" % (BUCKET, i))
+            conn.request("HEAD", "%s/%s/bench-probe-%d" % (fp.path, BUCKET, i))
             conn.getresponse().read()
             if time.monotonic() - t0 > limit:
                 return True
@@ -132,7 +135,7 @@ def jpeg_pool(seed_value, n=48):
 
 
 def seed(srv, dsets, seed_value, work):
-    """Store every data set in the bucket (straight to s3rver, not the proxy)."""
+    """Store every data set in the bucket (straight to the server, not the proxy)."""
     from boto3.s3.transfer import TransferConfig
 
     t0 = time.monotonic()
@@ -189,7 +192,7 @@ class Context:
         self._s3 = None
 
     def srv_client(self):
-        """boto3 straight to s3rver (not counted by the proxy, no latency)."""
+        """boto3 straight to the server (not counted by the proxy, no latency)."""
         if self._s3 is None:
             self._s3 = self.srv.client()
         return self._s3
@@ -217,12 +220,12 @@ class Context:
 
     def warm(self, dataset):
         """Read the server's files of a data set so it answers from memory
-        (Swift's files are named by hash: all of its device)."""
+        (Swift's and AIStore's files are not named by key: all of them)."""
         if dataset is None:
             return
         ds = self.dsets[dataset]
         root = os.path.join(self.srv.data_dir, BUCKET, ds.prefix)
-        if self.srv.kind == "swift":
+        if self.srv.kind != "versitygw":
             root = self.srv.data_dir
         buf = bytearray(MiB)
         for dirpath, _, files in os.walk(root):
@@ -304,8 +307,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--server", choices=servers.KINDS, default="s3rver",
-                    help="the S3 server every peer reads from (default s3rver)")
+    peermod.add_server_arg(ap)
     ap.add_argument("--quick", action="store_true",
                     help="1 run per figure (default 3) and smaller data sets: a smoke test")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (median)")
@@ -412,26 +414,10 @@ def rerender(args):
     return 0
 
 
-def presigner(srv):
-    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's keys."""
-    from botocore.auth import S3SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
-                            expires=86400)
-
-    def presign(url):
-        r = AWSRequest(method="GET", url=url)
-        auth.add_auth(r)
-        return r.prepare().url
-    return presign
-
-
 def update_doc(result, chart):
     doc = os.path.join(REPO_ROOT, "doc", "benchmarks.md")
     body = report.markdown(result) + "\nPeers:\n\n" + report.settings_markdown(result["meta"])
-    if result["meta"].get("server", "s3rver") == "swift":
+    if result["meta"].get("server") == "swift":
         report.update_doc(doc, body, chart, chart_name="benchmarks-swift.png",
                           markers=report.DOC_MARKERS_SWIFT)
         return
@@ -443,7 +429,6 @@ def main(argv=None):
     args = parse_args(argv)
     if args.report:
         return rerender(args)
-    servers.select(args.server)  # the peers' credentials follow
     if os.geteuid() != 0:
         log("warning: not root: s3fs and rclone may not mount (FUSE needs root here)")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -482,9 +467,9 @@ def main(argv=None):
     deadline = t_start + 60 * args.max_minutes
     interrupted = out_of_time = False
     try:
-        srv = servers.server_class()(buckets=[BUCKET], base_dir=work).start()
-        if srv.kind == "swift":  # refuses unsigned requests: curl gets presigned URLs
-            casemod.PRESIGN = presigner(srv)
+        srv = peermod.start_server(args.server, work)  # the peers' credentials follow
+        if peermod.refuses_unsigned(srv):  # curl gets presigned URLs
+            casemod.PRESIGN = peermod.presigner(srv)
         fp, proxy_fix = start_proxy(srv)
         log("%s %s, proxy %s, work %s" % (srv.kind, srv.endpoint, fp.endpoint, work))
         seed(srv, dsets_needed, args.seed, work)

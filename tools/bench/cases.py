@@ -210,8 +210,9 @@ def run_fio(args, timeout):
             "clat_p99_ms": p99 / 1e6, "wall_s": secs}
 
 
-# A server that refuses unsigned requests (Swift) gets presigned URLs:
-# bench.py sets this to a function url -> presigned url.
+# A server that refuses unsigned requests (versitygw, Swift) gets presigned
+# URLs: bench.py sets this to a function url -> presigned url. Every curl
+# follows redirects (-L, `location`): an AIStore answers with 307s.
 PRESIGN = None
 
 
@@ -250,7 +251,7 @@ def seq_reference(ds, endpoint, timeout, streams=8):
     key, size = ds.objects[0]
     url = url_for(endpoint, key)
     deadline = time.monotonic() + timeout
-    rc, _, err, one = run_child(["curl", "-sSf", "-o", "/dev/null", url], timeout)
+    rc, _, err, one = run_child(["curl", "-sSfL", "-o", "/dev/null", url], timeout)
     if rc:
         raise CaseError(curl_error(err))
     step = -(-size // streams)
@@ -259,7 +260,7 @@ def seq_reference(ds, endpoint, timeout, streams=8):
         lo, hi = i * step, min(size, (i + 1) * step) - 1
         if i:
             argv.append("--next")
-        argv += ["-sSf", "-r", "%d-%d" % (lo, hi), "-o", "/dev/null",
+        argv += ["-sSfL", "-r", "%d-%d" % (lo, hi), "-o", "/dev/null",
                  "-w", "%{size_download}\\n", url]
     rc, out, err, par = run_child(argv, max(1.0, deadline - time.monotonic()))
     if rc:
@@ -386,7 +387,7 @@ class FioRand(Case):
             for i, b in enumerate(rng.sample(range(blocks), n)):
                 if i:
                     f.write("next\n")
-                f.write('url = "%s"\nrange = %d-%d\noutput = "/dev/null"\n'
+                f.write('url = "%s"\nrange = %d-%d\noutput = "/dev/null"\nlocation\n'
                         'write-out = "%%{size_download}\\n"\n'
                         % (url, b * self.bs, (b + 1) * self.bs - 1))
         # stdbuf: one line per finished GET, not a 4 KiB stdio buffer at a time
@@ -500,7 +501,7 @@ class SmallFiles(Case):
         with open(cfg, "w") as f:
             for key, _ in self.ds.objects:
                 f.write('url = "%s"\noutput = "/dev/null"\n' % url_for(endpoint, key))
-        argv = ["curl", "-sSf", "-w", "%{size_download}\\n", "-K", cfg]
+        argv = ["curl", "-sSfL", "-w", "%{size_download}\\n", "-K", cfg]
         if self.readers > 1:
             argv += ["--parallel", "--parallel-max", str(self.readers)]
         files, got, secs, _ = run_counting(argv, self.seconds, timeout)
@@ -544,7 +545,8 @@ def list_keys(endpoint, prefix, delimiter, deadline):
         if token:
             q["continuation-token"] = token
         url = signed("%s/%s?%s" % (endpoint, BUCKET, urllib.parse.urlencode(q)))
-        rc, out, err, _ = run_child(["curl", "-sSf", url], max(1.0, deadline - time.monotonic()))
+        rc, out, err, _ = run_child(["curl", "-sSfL", url],
+                                    max(1.0, deadline - time.monotonic()))
         if rc:
             raise CaseError("curl list: %s" % err.decode(errors="replace").strip())
         text = out.decode()
@@ -632,7 +634,7 @@ class Find(_Listing):
 
 class Checkpoint(Case):
     """Write SIZE bytes to a new file in 8 MiB write() calls and close it;
-    then wait (polling s3rver directly, not through the proxy) until the
+    then wait (polling the server directly, not through the proxy) until the
     object in the bucket has the full size and the expected MD5 ETag.
 
     value: MiB/s until the object is complete in the bucket (the fair figure:

@@ -3,11 +3,12 @@
 
     /usr/bin/python3 tools/bench/epochs.py [--quick] [--peers objmount,s3fs,rclone]
         [--files N] [--file-kib K] [--big-mib M] [--readers R] [--latency MS]
-        [--warmup S] [--measure S] [--out results.json] [--objmount-opts O]
+        [--warmup S] [--measure S] [--server KIND] [--out results.json] [--objmount-opts O]
 
-For every peer it starts a private s3rver (fresh directory) with the fault
-proxy in front of it, LATENCY ms before the first byte of every request (as
-bench.py's 10 ms rows), and seeds with boto3 straight to s3rver: FILES
+For every peer it starts a private server (--server, default versitygw:
+tests/harness/servers.py; fresh directory) with the fault proxy in front of
+it, LATENCY ms before the first byte of every request (as bench.py's 10 ms
+rows), and seeds with boto3 straight to the server: FILES
 objects of FILE-KIB KiB under ds/ and one object big.bin of BIG-MIB MiB.
 Then, through the proxy:
 
@@ -29,14 +30,14 @@ Then, through the proxy:
      from objmount's dcache_* counters.
 
 Before every epoch, scan and the IOPS measurement the page cache is dropped
-(echo 3 > /proc/sys/vm/drop_caches, after a sync) and s3rver's own files are
-read back in, so the server answers from memory as in bench.py: what is
-measured is the mount and its cache on local disk, not s3rver's disk.
+(echo 3 > /proc/sys/vm/drop_caches, after a sync) and the server's own files
+are read back in, so the server answers from memory as in bench.py: what is
+measured is the mount and its cache on local disk, not the server's disk.
 GETs are counted by the proxy (GetObject requests).
 
 Every byte read is checked: each file's MD5 against the seeded object's,
 and the random reads against the same offsets of a copy of big.bin fetched
-straight from s3rver. A difference fails the peer (and the run, exit 1).
+straight from the server. A difference fails the peer (and the run, exit 1).
 
 Peers:
   objmount  -o profile=training (turns the data cache on with auto where
@@ -71,7 +72,6 @@ sys.path.insert(0, HERE)
 import bench as benchmod  # noqa: E402
 import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402  (path set up by peers)
 
 REPO_ROOT = peermod.REPO_ROOT
 BUCKET = peermod.BUCKET
@@ -106,7 +106,7 @@ def datasets(args):
 
 def seed_data(srv, dsets, args, work):
     """Seed both data sets (bench.py's seeding); returns ({key: md5} of ds/,
-    path of a local copy of big.bin, its md5), all read back from s3rver."""
+    path of a local copy of big.bin, its md5), all read back from the server."""
     for ds in dsets.values():
         ds.plan(args.seed)
     benchmod.seed(srv, dsets, args.seed, work)
@@ -373,7 +373,7 @@ def random_reads(run):
 
     warm_n, warm_s, warm_gets, n, secs, gets = bounded(
         go, args.warmup + args.measure + args.timeout, m, "random 4 KiB")
-    # the same offsets on the copy fetched straight from s3rver
+    # the same offsets on the copy fetched straight from the server
     offsets = random_offsets(args.seed, nblocks)
     with open(run.big_copy, "rb") as f:
         fd = f.fileno()
@@ -472,7 +472,7 @@ class PeerRun:
 
     def run(self, res):
         args = self.args
-        self.srv = S3Server(buckets=[BUCKET], base_dir=self.work).start()
+        self.srv = peermod.start_server(args.server, self.work)
         self.fp = start_proxy(self.srv)
         self.fp.set_faults(latency={"first_byte_ms": args.latency} if args.latency else None)
         dsets = datasets(args)
@@ -646,6 +646,7 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="s one epoch may take before the mount is killed (default 600)")
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
+    peermod.add_server_arg(ap)
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
@@ -664,7 +665,8 @@ def main(argv=None):
             "commit": benchmod.git_commit(), "files": args.files, "file_kib": args.file_kib,
             "big_mib": args.big_mib, "readers": args.readers, "latency_ms": args.latency,
             "warmup_s": args.warmup, "measure_s": args.measure, "seed": args.seed,
-            "quick": args.quick, "command": " ".join(["/usr/bin/python3"] + sys.argv),
+            "quick": args.quick, "server": args.server,
+            "command": " ".join(["/usr/bin/python3"] + sys.argv),
             "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()}
     t0 = time.monotonic()
     work = tempfile.mkdtemp(prefix="objmount-epochs-")

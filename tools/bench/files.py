@@ -3,11 +3,13 @@
 shuffled readers with objmount's order hint (issue 25).
 
     /usr/bin/python3 tools/bench/files.py [--quick] [--peers objmount,objmount-nopf,s3fs,rclone]
-        [--files N] [--file-kib K] [--latency 10,20] [--readers 1,4,8]
+        [--server KIND] [--files N] [--file-kib K] [--latency 10,20] [--readers 1,4,8]
         [--seconds S] [--out results.json]
+        [--objmount-opts O] [--s3fs-opts O] [--rclone-flags F]
 
-One private s3rver with the fault proxy in front (LATENCY ms before the first
-byte of every request), seeded with FILES objects of FILE-KIB KiB under ds/.
+One private server (--server, default versitygw: tests/harness/servers.py)
+with the fault proxy in front (LATENCY ms before the first byte of every
+request), seeded with FILES objects of FILE-KIB KiB under ds/.
 For every latency, every peer and every number of readers R:
 
   order     R reader processes (a DataLoader's workers with shuffle=False,
@@ -15,7 +17,9 @@ For every latency, every peer and every number of readers R:
             listing) read whole files for at most SECONDS;
   shuffled  the same over one seeded permutation; objmount is first given the
             permutation with the order hint (OM_IOC_PREFETCH on ds/, what the
-            README's HintedRandomSampler does), the peers just read it;
+            README's HintedRandomSampler does), the peers just read it. The
+            clock starts before the hint: the prefetch it starts is timed,
+            no peer gets a head start;
   limit     (no mount) 64 threads of boto3 GETs through the same proxy: what
             this server and proxy can give.
 
@@ -25,7 +29,8 @@ difference fails the run. files/s = files read / the slowest reader's time.
 
 Peers: objmount (-o profile=training, as issue 25's figures), objmount-nopf
 (the same with prefetch_files=0: today's objmount without the prefetch across
-files), s3fs and rclone with bench.py's settings (no disk cache).
+files), s3fs and rclone with bench.py's settings (no disk cache), each with
+its --*-opts/--*-flags added. The peers' order rotates from row to row.
 
 Prints a Markdown table; --out writes JSON. Must run as root.
 """
@@ -46,7 +51,6 @@ sys.path.insert(0, HERE)
 import bench as benchmod  # noqa: E402
 import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402  (path set up by peers)
 
 BUCKET = peermod.BUCKET
 KiB = 1 << 10
@@ -95,9 +99,13 @@ def hint(directory, names):
         os.close(fd)
 
 
-def run_readers(root, order, readers, seconds, want, work):
-    """R processes, worker k reading order[k::R] under root: files/s."""
-    deadline = time.monotonic() + seconds
+def run_readers(root, order, readers, seconds, want, work, t0=None):
+    """R processes, worker k reading order[k::R] under root: files/s. t0:
+    when the clock started (default now), e.g. before an order hint, whose
+    work then counts in the time."""
+    if t0 is None:
+        t0 = time.monotonic()
+    deadline = t0 + seconds
     procs = []
     for k in range(readers):
         spec = os.path.join(work, "worker-%d.json" % k)
@@ -105,7 +113,6 @@ def run_readers(root, order, readers, seconds, want, work):
             json.dump([[os.path.join(root, n) for n in order[k::readers]], want, deadline], f)
         procs.append(subprocess.Popen([sys.executable, "-c", WORKER, spec],
                                       stdout=subprocess.PIPE, text=True))
-    t0 = time.monotonic()
     outs = []
     for p in procs:
         out, _ = p.communicate(timeout=seconds + 120)
@@ -149,10 +156,13 @@ def make_peer(name, args, work):
     if name.startswith("objmount"):
         p = peermod.Objmount(args.objmount, args.objmountctl)
         p.extra = ["profile=training"] + (["prefetch_files=0"] if name == "objmount-nopf" else [])
+        p.extra += [o for o in args.objmount_opts.split(",") if o]
     elif name == "s3fs":
         p = peermod.S3fs()
+        p.extra = [o for o in args.s3fs_opts.split(",") if o]
     else:
         p = peermod.Rclone()
+        p.extra = args.rclone_flags.split()
     p.name = name
     return p
 
@@ -160,7 +170,8 @@ def make_peer(name, args, work):
 def measure(args):
     work = tempfile.mkdtemp(prefix="objmount-files-bench-")
     results = {"runs": [], "args": vars(args)}
-    srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+    srv = peermod.start_server(args.server, work)
+    results["server"] = srv.kind
     fp = None
     peers = {}
     try:
@@ -199,7 +210,12 @@ def measure(args):
                     results["runs"].append(row)
                     log("%3d ms %-8s %d readers  %-13s %7.1f files/s"
                         % (lat, mode, r, "limit", row["files_per_s"]))
-                    for name, (p, pw) in peers.items():
+                    # rotate, as bench.py does: no peer always runs first
+                    # (on a cold server) or last (after the others' load)
+                    k = len(results["runs"]) % len(peers) if peers else 0
+                    names_now = list(peers)[k:] + list(peers)[:k]
+                    for name in names_now:
+                        p, pw = peers[name]
                         row = {"latency_ms": lat, "mode": mode, "readers": r, "peer": name}
                         results["runs"].append(row)
                         try:
@@ -231,9 +247,10 @@ def one_run(p, pw, fp, ctx, order, readers, args, want, mode, name):
         root = os.path.join(mnt, DS_PREFIX.rstrip("/"))
         os.listdir(root)  # the listing, as a loader's dataset does first
         ctx.drop_caches()
+        t0 = time.monotonic()  # the clock runs from before the hint (issue 38)
         if mode == "shuffled" and name.startswith("objmount"):
             hint(root, order)
-        row = run_readers(root, order, readers, args.seconds, want, run_dir)
+        row = run_readers(root, order, readers, args.seconds, want, run_dir, t0=t0)
         if name.startswith("objmount") and getattr(p, "ctl", None):
             out = subprocess.run([p.ctl, "stats", "--json", mnt], capture_output=True, text=True)
             if out.returncode == 0:
@@ -249,10 +266,9 @@ def one_run(p, pw, fp, ctx, order, readers, args, want, mode, name):
 
 def markdown(results):
     runs = results["runs"]
-    peers = []
-    for r in runs:
-        if r["peer"] not in peers:
-            peers.append(r["peer"])
+    seen = {r["peer"] for r in runs}
+    # columns in --peers order, whatever order the rotation ran them in
+    peers = [p for p in ["limit"] + list(results["args"]["peers"]) if p in seen]
     lines = ["| latency | order | readers | " + " | ".join(peers) + " |",
              "|---|---|---|" + "---|" * len(peers)]
     keys = []
@@ -283,6 +299,7 @@ def parse_args(argv):
     ap.add_argument("--peers", default="objmount,objmount-nopf,s3fs,rclone")
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--out")
+    peermod.add_server_arg(ap)
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     if args.quick:

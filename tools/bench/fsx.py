@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""The benchmark's correctness section: omfsx on every peer, fresh mounts, one s3rver each.
+"""The benchmark's correctness section: omfsx on every peer, fresh mounts, one server each.
 
     /usr/bin/python3 tools/bench/fsx.py [--ops N] [--files F] [--seed S]
         [--peers objmount,objmount-training,objmount-faults,s3fs,rclone]
-        [--out results.json] [--max-size BYTES] [--timeout S]
+        [--server KIND] [--out results.json] [--max-size BYTES] [--timeout S]
 
-For every peer (variant) it starts a private s3rver (fresh directory, on
-127.0.0.1, a free port), for objmount-faults the fault proxy in front of it,
+For every peer (variant) it starts a private server (--server, default
+versitygw: tests/harness/servers.py; a fresh directory, on 127.0.0.1, free
+ports), for objmount-faults the fault proxy in front of it,
 mounts the peer read-write, and runs tools/omfsx (tools/omfsx.c: FILES
 threads, each applying OPS random writes, reads, truncates, mmap reads and
 writes, fsyncs, reopens and second-process reads to its own file, each
@@ -14,8 +15,8 @@ checked against an in-memory model) with -m MODELDIR. It reports, per peer,
 how many operations each file survived and omfsx's first failure message.
 
 After omfsx and the unmount, every file that survived all its operations is
-compared with its model as stored in the bucket (boto3, straight to
-s3rver); for the objmount variants it is also read back through a fresh
+compared with its model as stored in the bucket (boto3, straight to the
+server); for the objmount variants it is also read back through a fresh
 objmount mount (no faults), and leftover multipart uploads and recovery
 entries are counted.
 
@@ -35,7 +36,7 @@ Variants:
                      without a VFS cache rclone cannot do random writes at all)
 
 Prints a Markdown table; --out writes everything as JSON. When an objmount
-variant fails, its omfsx output, daemon log, models, proxy stats and s3rver
+variant fails, its omfsx output, daemon log, models, proxy stats and server
 log are kept in --fail-dir PREFIX-<variant>/ (default /tmp/fsx-fail-<variant>).
 Everything started (servers, proxy, mounts, omfsx) is stopped on exit, on
 errors, on Ctrl-C and on SIGTERM/SIGHUP. Must run as root (FUSE mounts).
@@ -58,7 +59,7 @@ sys.path.insert(0, HERE)
 import peers as peermod  # noqa: E402
 from harness.faultproxy import FaultProxy  # noqa: E402  (path set up by peers)
 from harness.recovery import entries  # noqa: E402
-from harness.s3server import S3Server, _set_pdeathsig, kill_group  # noqa: E402
+from harness.procs import kill_group, set_pdeathsig as _set_pdeathsig  # noqa: E402
 
 REPO_ROOT = peermod.REPO_ROOT
 BUCKET = peermod.BUCKET
@@ -334,7 +335,7 @@ def run_variant(vname, args, work_root):
     files = ["fsx%d" % i for i in range(args.files)]
     srv = fp = faulter = m = None
     try:
-        srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+        srv = peermod.start_server(args.server, work)
         if v["faults"]:
             fp = FaultProxy(srv).start()
         endpoint = fp.endpoint if fp else srv.endpoint
@@ -382,14 +383,15 @@ def run_variant(vname, args, work_root):
         if problems:
             res["unmount_problems"] = problems
         m = None
+        if v["peer"] == "objmount":  # counted before after_unmount empties cache_dir
+            res["recovery_entries"] = len(entries(peer.cache_dir, "recovery"))
+            res["staging_left"] = len(entries(peer.cache_dir, "staging"))
         peer.after_unmount(True)
         res["stored"] = compare_stored(s3, files, model_dir, ok_files)
         ups = s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
         res["multipart_uploads_left"] = len(ups)
         if v["peer"] == "objmount":
-            res["recovery_entries"] = len(entries(peer.cache_dir, "recovery"))
-            res["staging_left"] = len(entries(peer.cache_dir, "staging"))
-            # read back through a fresh objmount mount, straight to s3rver
+            # read back through a fresh objmount mount, straight to the server
             res["read_back"] = read_back(peer, srv.endpoint, mnt, work,
                                          os.path.join(work, "readback.log"), files, model_dir,
                                          ok_files)
@@ -471,7 +473,7 @@ def save_failure(res, args, work, srv, fp, vname):
         shutil.copytree(os.path.join(work, "model"), os.path.join(d, "model"),
                         dirs_exist_ok=True)
     if srv is not None and srv.log_path and os.path.exists(srv.log_path):
-        shutil.copy2(srv.log_path, os.path.join(d, "s3rver.log"))
+        shutil.copy2(srv.log_path, os.path.join(d, "server.log"))
     if fp is not None:
         try:
             with open(os.path.join(d, "faultproxy-stats.json"), "w") as f:
@@ -549,6 +551,7 @@ def parse_args(argv):
                     help="comma-separated variants: %s; or all, objmount-all (default all)"
                          % ", ".join(VARIANTS))
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
+    peermod.add_server_arg(ap)
     ap.add_argument("--max-size", type=int, default=12582912,
                     help="omfsx -S: largest file size (default 12 MiB: 3 parts of 5 MiB)")
     ap.add_argument("--max-write", type=int, default=None, help="omfsx -w (default its own)")

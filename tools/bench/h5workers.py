@@ -5,25 +5,28 @@ time, every window checked (issue 23).
 
     /usr/bin/python3 tools/bench/h5workers.py [--size-mib 256] [--workers 4]
         [--seconds 20] [--peers objmount,objmount-training,s3fs,rclone]
-        [--phases loopback,s3-like,s3-scaled] [--runs N] [--out results.json] [--keep-work]
+        [--phases loopback,s3-like,s3-scaled] [--runs N] [--server KIND] [--out results.json]
+        [--keep-work]
 
 The file: one int32 dataset "x" of S x S values (S = sqrt(size / 4), 8192
 for 256 MiB) in 128 x 128 chunks (64 KiB each), value = row * S + column,
-made locally with h5py and uploaded with boto3 to a private s3rver behind
-the fault proxy (tools/bench/shared.py's phases: loopback, 10 ms to the
-first byte; s3-like, 20 ms and 64 MiB/s per connection; s3-scaled, 20 ms
-and 16 MiB/s per connection).
+made locally with h5py and uploaded with boto3 to a private server (--server,
+default versitygw: tests/harness/servers.py) behind the fault proxy
+(tools/bench/shared.py's phases: loopback, 10 ms to the first byte; s3-like,
+20 ms and 64 MiB/s per connection; s3-scaled, 20 ms and 16 MiB/s per
+connection).
 
 For every phase and peer: the peer is mounted fresh (an empty cache
-directory), the file is stat'ed, the page cache dropped and s3rver's file
-read back in; then the N worker PROCESSES start together, each opens the
+directory), the file is stat'ed, the page cache dropped and the server's
+files read back in; then the N worker PROCESSES start together, each opens the
 file with h5py (the open is inside the measured time) and reads windows
 d[r:r+64, c:c+64] at random (its own seed) until SECONDS have passed,
 comparing each with the values it must hold. A window that differs fails
 the run (DATA MISMATCH, exit status 1). Windows/s = all workers' windows /
 SECONDS. With --runs N every phase is measured N times, the peers one
-after the other in each (so that a slow minute of the machine falls on all
-of them), and the table shows each peer's median (the runs' figures beside
+after the other in each, in an order that rotates from run to run (so that
+a slow minute of the machine falls on all of them, and no peer is always
+first), and the table shows each peer's median (the runs' figures beside
 it).
 
 Prints a Markdown table (windows/s per phase and peer, ratios to s3fs-fuse
@@ -49,7 +52,6 @@ import bench as benchmod  # noqa: E402
 import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
 import shared as sharedmod  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402  (path set up by peers)
 
 BUCKET = peermod.BUCKET
 KEY = "features.h5"
@@ -161,7 +163,8 @@ def measure(args, work, results):
     t0 = time.monotonic()
     make_file(local, side)
     size = os.path.getsize(local)
-    srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+    srv = peermod.start_server(args.server, work)
+    results["meta"]["server"] = srv.kind
     fp = None
     try:
         fp = sharedmod.start_proxy(srv)
@@ -175,8 +178,9 @@ def measure(args, work, results):
         peers = sharedmod.prepare_peers(args, work, fp, results)
         for phase in args.phases:
             fp.set_faults(latency=dict(sharedmod.PHASES[phase]))
-            for run, (name, (p, pw)) in ((k, item) for k in range(args.runs)
-                                         for item in peers.items()):
+            for run, name in ((k, name) for k in range(args.runs)
+                              for name in sharedmod.rotated(list(peers), k)):
+                p, pw = peers[name]
                 row = {"phase": phase, "peer": name, "workers": args.workers, "run": run}
                 results["runs"].append(row)
                 if not sharedmod.try_run(row, name, lambda: one_run(p, pw, fp, ctx, size, args)):
@@ -256,6 +260,7 @@ def parse_args(argv):
     ap.add_argument("--runs", type=int, default=1,
                     help="runs of every phase, peers in turn; medians shown (default 1)")
     ap.add_argument("--out", help="write the results as JSON to this file")
+    peermod.add_server_arg(ap)
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     if args.size_mib < 1 or args.workers < 1 or args.seconds <= 0 or args.runs < 1:

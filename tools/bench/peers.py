@@ -20,10 +20,43 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
 
-from harness import s3server, servers  # noqa: E402
+from harness import servers  # noqa: E402
+from harness.procs import set_pdeathsig  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BUCKET = "bench"
+# The servers of tests/harness/servers.py that every peer can mount: the S3
+# APIs (ais, AIStore's native API, is objmount's alone).
+SERVER_KINDS = tuple(k for k in servers.KINDS if not servers.native(k))
+
+
+# -- the server ----------------------------------------------------------------
+def add_server_arg(ap, default=servers.DEFAULT, kinds=SERVER_KINDS):
+    """--server KIND: the server of tests/harness/servers.py every peer reads."""
+    ap.add_argument("--server", choices=kinds, default=default,
+                    help="the server every peer reads from, started by tests/harness/servers.py: "
+                         "%s (default %s)" % (", ".join(kinds), default))
+
+
+def start_server(kind, base_dir, buckets=(BUCKET,), attempts=3):
+    """Select kind (the peers' credentials follow) and start a private
+    server of it with buckets, its directory under base_dir. A start that
+    fails (a loaded machine misses a deadline; an AIStore target not yet
+    answering its control port when the bucket is made) is tried again on
+    fresh ports, as the tests' fixture does."""
+    from harness.procs import ServerNotInstalled
+
+    servers.select(kind)
+    for attempt in range(1, attempts + 1):
+        try:
+            return servers.server_class(kind)(buckets=list(buckets), base_dir=base_dir).start()
+        except Exception as e:  # noqa: BLE001 - raised when the last attempt fails
+            if attempt == attempts or isinstance(e, ServerNotInstalled):
+                raise
+            print("%s did not start (attempt %d of %d): %s" % (
+                kind, attempt, attempts, str(e).splitlines()[0][:200] if str(e) else e),
+                file=sys.stderr, flush=True)
+            time.sleep(attempt)
 
 
 # -- /proc helpers -------------------------------------------------------------
@@ -223,8 +256,10 @@ class MountPeer:
         case writes (a peer may need other settings for that)."""
         raise NotImplementedError
 
-    def after_unmount(self, write=False):
-        """Clean up what a mount left behind (local caches)."""
+    def after_unmount(self, write=False, keep_cache=False):
+        """Clean up what a mount left behind: every local cache is emptied,
+        so that the next run starts as cold as every other peer's, unless
+        keep_cache (a row that measures a cache kept across mounts)."""
 
     def collect(self, m, logdir, label):
         """Peer-specific figures taken at the end of a measured run, before
@@ -246,7 +281,7 @@ class MountPeer:
             log.flush()
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     env=env, start_new_session=True,
-                                    preexec_fn=s3server._set_pdeathsig)
+                                    preexec_fn=set_pdeathsig)
         m = Mount(self, mountpoint, proc, log_path)
         m.write = write
         _live_mounts.append(m)
@@ -312,6 +347,16 @@ class S3fs(MountPeer):
         opts += self.options + self.extra
         return ["s3fs", BUCKET, mountpoint, "-f", "-o", ",".join(opts)], {}
 
+    def after_unmount(self, write=False, keep_cache=False):
+        """Its disk cache (use_cache=DIR, when a benchmark turns it on)
+        and what its tmpdir kept."""
+        if keep_cache:
+            return
+        for o in self.extra:
+            if o.startswith("use_cache="):
+                empty_dir(o.split("=", 1)[1])
+        empty_dir(getattr(self, "tmpdir", None))
+
 
 class Rclone(MountPeer):
     """rclone mount with no VFS cache for reads (reads stream from S3, as
@@ -346,7 +391,8 @@ class Rclone(MountPeer):
             f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
                     "access_key_id = %s\nsecret_access_key = %s\nregion = %s\n"
                     "endpoint = %s\nforce_path_style = true\n"
-                    % (servers.access_key(), servers.secret_key(), s3server.REGION, endpoint))
+                    % (servers.access_key(), servers.secret_key(),
+                       servers.server_class().region, endpoint))
         self.cache_dir = os.path.join(work, "rclone-cache")
         os.makedirs(self.cache_dir, exist_ok=True)
 
@@ -356,10 +402,10 @@ class Rclone(MountPeer):
                 + (self.write_flags if write else self.flags) + self.extra,
                 {"RCLONE_CONFIG": self.config})
 
-    def after_unmount(self, write=False):
+    def after_unmount(self, write=False, keep_cache=False):
         """The VFS cache keeps written files for an hour: empty it."""
-        for name in os.listdir(self.cache_dir):
-            shutil.rmtree(os.path.join(self.cache_dir, name), ignore_errors=True)
+        if not keep_cache:
+            empty_dir(self.cache_dir)
 
 
 class Objmount(MountPeer):
@@ -415,10 +461,17 @@ class Objmount(MountPeer):
 
     def command(self, endpoint, mountpoint, work, write=False):
         opts = ",".join(["endpoint=" + endpoint, "cache_dir=" + self.cache_dir] + self.extra)
-        return ([self.binary, BUCKET, mountpoint, "-f", "-o", opts],
+        return ([self.binary, servers.mount_source(BUCKET), mountpoint, "-f", "-o", opts],
                 {"AWS_ACCESS_KEY_ID": servers.access_key(),
                  "AWS_SECRET_ACCESS_KEY": servers.secret_key()})
 
+    def after_unmount(self, write=False, keep_cache=False):
+        """Its cache_dir (the data cache when an option turns it on,
+        staging, recovery), as rclone's is: no run reads what an earlier
+        one left. A benchmark that counts recovery or staging entries does
+        so before this."""
+        if not keep_cache:
+            empty_dir(self.cache_dir)
 
     def collect(self, m, logdir, label):
         """`objmountctl stats` (text into logs/, Prometheus figures returned):
@@ -460,11 +513,49 @@ class Objmount(MountPeer):
         return out
 
 
+def refuses_unsigned(srv):
+    """srv answers unsigned requests with 403 (versitygw, Swift): curl needs
+    presigned URLs. An AIStore (authentication off, its default) serves them."""
+    return srv.kind not in servers.AISTORE_KINDS
+
+
+def presigner(srv):
+    """url -> the same GET presigned (SigV4 query string, 24 h) for srv's
+    keys: curl's GETs on a server that refuses unsigned requests."""
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    auth = S3SigV4QueryAuth(Credentials(srv.access_key, srv.secret_key), "s3", srv.region,
+                            expires=86400)
+
+    def presign(url):
+        r = AWSRequest(method="GET", url=url)
+        auth.add_auth(r)
+        return r.prepare().url
+    return presign
+
+
+def empty_dir(path):
+    """Remove everything in path (a cache directory), keeping path itself."""
+    if not path or not os.path.isdir(path):
+        return
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            try:
+                os.unlink(full)
+            except OSError:
+                pass
+
+
 class Curl:
     """Reference, not a filesystem: curl GETs straight at the endpoint.
 
     direct=False goes through the fault proxy (same path and latency as the
-    mounts); direct=True goes to s3rver itself (no proxy, no latency)."""
+    mounts); direct=True goes to the server itself (no proxy, no latency)."""
 
     kind = "reference"
 
@@ -479,8 +570,9 @@ class Curl:
         return " ".join(tool_version(["curl", "--version"]).split()[:2])
 
     def settings(self):
-        return ("unsigned GETs to s3rver itself, bypassing the proxy" if self.direct
-                else "unsigned GETs through the proxy")
+        signed = " (presigned where the server refuses unsigned ones)"
+        return ("GETs to the server itself, bypassing the proxy" if self.direct
+                else "GETs through the proxy") + signed
 
 
 MOUNT_PEERS = {"objmount": Objmount, "s3fs": S3fs, "rclone": Rclone}

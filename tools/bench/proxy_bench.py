@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Is tools/faultproxy a bottleneck? Passthrough vs direct s3rver, with curl.
+"""Is tools/faultproxy a bottleneck? Passthrough vs direct to the server, with curl.
 
-    /usr/bin/python3 tools/bench/proxy_bench.py [--size-mib 512] [--runs 5]
+    /usr/bin/python3 tools/bench/proxy_bench.py [--server KIND] [--size-mib 512] [--runs 5]
         [--small 500] [--small-size 4096]
 
-Starts a private s3rver and a fault proxy (no faults), stores one large
-object and many small ones, then measures with curl (unsigned GETs; the
-harness's s3rver accepts anonymous requests):
+Starts a private server (--server, default versitygw: tests/harness/servers.py;
+not an AIStore, whose 307s curl would have to follow) and a fault proxy (no
+faults), stores one large object and many small ones, then measures with
+curl (GETs presigned for 24 h: versitygw and Swift refuse unsigned ones; the
+proxy keeps the Host header, so one URL signed for each endpoint holds):
   - large GET, 1 stream and 4 parallel streams (aggregate MiB/s)
   - small GETs over one keep-alive connection, 1 and 4 parallel (requests/s)
 for direct access and through the proxy, alternating, and prints medians
@@ -22,17 +24,19 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+sys.path.insert(0, HERE)
 
+from peers import presigner  # noqa: E402
+from harness import servers  # noqa: E402  (path set up by peers)
 from harness.faultproxy import FaultProxy  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402
 
 BUCKET = "bench"
+SIGN = None  # url -> presigned url, set in main()
 
 
 def curl_large(endpoint, streams):
     """Seconds to GET the large object `streams` times in parallel."""
-    url = "%s/%s/large" % (endpoint, BUCKET)
+    url = SIGN("%s/%s/large" % (endpoint, BUCKET))
     t0 = time.monotonic()
     procs = [subprocess.Popen(["curl", "-sf", "-o", "/dev/null", url]) for _ in range(streams)]
     for p in procs:
@@ -52,14 +56,20 @@ def curl_small(endpoint, urls_file, parallel):
 
 
 def main():
+    global SIGN
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", choices=[k for k in servers.KINDS
+                                         if k not in servers.AISTORE_KINDS],
+                    default=servers.DEFAULT, help="default %s" % servers.DEFAULT)
     ap.add_argument("--size-mib", type=int, default=512)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--small", type=int, default=500)
     ap.add_argument("--small-size", type=int, default=4096)
     args = ap.parse_args()
 
-    with S3Server(buckets=[BUCKET]) as srv, FaultProxy(srv) as fp:
+    servers.select(args.server)
+    with servers.server_class(args.server)(buckets=[BUCKET]) as srv, FaultProxy(srv) as fp:
+        SIGN = presigner(srv)
         s3 = srv.client()
         with tempfile.NamedTemporaryFile() as f:
             chunk = os.urandom(1 << 20)
@@ -77,7 +87,8 @@ def main():
             path = os.path.join(tmp, name + ".curl")
             with open(path, "w") as f:
                 for i in range(args.small):
-                    f.write('url = "%s/%s/small/%05d"\noutput = "/dev/null"\n' % (ep, BUCKET, i))
+                    f.write('url = "%s"\noutput = "/dev/null"\n'
+                            % SIGN("%s/%s/small/%05d" % (ep, BUCKET, i)))
             lists[name] = path
 
         endpoints = {"direct": srv.endpoint, "proxy": fp.endpoint}

@@ -222,6 +222,16 @@ def targets_markdown(result):
     return L
 
 
+SERVER_NAMES = {
+    "versitygw": "versitygw v1.7.0 (posix backend)",
+    "swift": "OpenStack Swift 2.30 with s3api (all in one, Debian 12)",
+    "aistore": "AIStore v1.5.0, 1 proxy + 2 targets, S3 API (307s to the targets, sent back "
+               "through the fault proxy)",
+    "aistore-proxy": "AIStore v1.5.0, 1 proxy + 2 targets, S3 API with S3-Reverse-Proxy",
+    "s3rver": "s3rver 3.7.1 (patched; the test server before versitygw)",
+}
+
+
 def markdown(result):
     meta = result["meta"]
     cases = meta["cases"]
@@ -233,8 +243,9 @@ def markdown(result):
     lats = meta["latencies_ms"]
     loads = [r["load1"] for r in result["runs"] if "load1" in r]
     L = []
-    L.append("Server: %s." % {"swift": "OpenStack Swift 2.30 with s3api (all in one, Debian 12)",
-                              "s3rver": "s3rver"}.get(meta.get("server", "s3rver")))
+    # a result without "server" is from before it was recorded: s3rver then
+    server = meta.get("server", "s3rver")
+    L.append("Server: %s." % SERVER_NAMES.get(server, server))
     L.append("Run %s on %s (%d CPUs, %s), objmount tree %s; median of %d run%s per figure "
              "(%s); injected latency is per request, before the first byte. Load average "
              "%.1f before, %.1f after%s; took %.0f min."

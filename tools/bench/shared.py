@@ -4,24 +4,25 @@ large object (issue 23).
 
     /usr/bin/python3 tools/bench/shared.py [--quick] [--size-mib M] [--readers 1,2,4]
         [--peers objmount,objmount-training,s3fs,rclone] [--phases loopback,s3-like,s3-scaled]
-        [--timeout S] [--out results.json] [--objmount-opts O] [--keep-work]
+        [--server KIND] [--timeout S] [--out results.json] [--objmount-opts O] [--keep-work]
 
-One private s3rver with the fault proxy in front of it, seeded (boto3 straight
-to s3rver, as epochs.py's big.bin) with ONE object big.bin of SIZE-MIB MiB
-(default 512, --quick 128). It is read back once from s3rver and the MD5 of
-every 1 MiB block is kept: every block any reader gets is checked against it.
+One private server (--server, default versitygw: tests/harness/servers.py)
+with the fault proxy in front of it, seeded (boto3 straight to the server, as
+epochs.py's big.bin) with ONE object big.bin of SIZE-MIB MiB (default 512,
+--quick 128). It is read back once from the server and the MD5 of every
+1 MiB block is kept: every block any reader gets is checked against it.
 
 Phases (the proxy's `latency` mode, on every request):
 
   loopback  first_byte_ms=10: 10 ms before the first byte, then as fast as
-            s3rver and the proxy go on this machine;
+            the server and the proxy go on this machine;
   s3-like   first_byte_ms=20 and per_mib_ms=15.625: each response body is
             paced to 64 MiB/s (1000/64 ms per MiB; the proxy takes a float,
             so no rounding). A connection carries one response at a time,
             so this is 64 MiB/s per connection, as one S3 connection gives;
             a client only goes faster with parallel GETs.
   s3-scaled first_byte_ms=20 and per_mib_ms=62.5: 16 MiB/s per connection.
-            On two cores the s3-like phase is bound by the CPU (s3rver,
+            On two cores the s3-like phase is bound by the CPU (the server,
             the proxy and the readers' MD5s share the cores with the
             mounts: every peer ends near 300 MiB/s, under five connections'
             worth), which a node reading from S3 is not: its store's CPU is
@@ -30,11 +31,13 @@ Phases (the proxy's `latency` mode, on every request):
             worth), the per-connection rate binds again, as on such a node:
             how many GETs a client keeps in flight for its readers decides.
 
-For every phase, every peer and every number of readers N (--readers):
+For every phase, every peer and every number of readers N (--readers), the
+peers in an order that rotates from row to row (as bench.py's runs: no peer
+always runs first, on a server that just answered the limit, or last):
 
   peer      the peer is mounted fresh (an empty cache directory for each run,
             as files.py), big.bin is stat'ed (the lookup), the page cache is
-            dropped and s3rver's file read back in (so s3rver answers from
+            dropped and the server's files read back in (so it answers from
             memory, as epochs.py). Then N reader PROCESSES (a DataLoader's
             workers, say) start together: reader k opens big.bin and read()s
             blocks [k*B/N, (k+1)*B/N) of its B 1 MiB blocks, in order, with
@@ -87,7 +90,6 @@ sys.path.insert(0, HERE)
 import bench as benchmod  # noqa: E402
 import cases as casemod  # noqa: E402
 import peers as peermod  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402  (path set up by peers)
 
 BUCKET = peermod.BUCKET
 MiB = 1 << 20
@@ -166,8 +168,8 @@ class DataMismatch(RuntimeError):
 
 # -- data ----------------------------------------------------------------------------
 def seed_big(srv, args, work):
-    """Seed big.bin (bench.py's seeding, straight to s3rver); returns the MD5
-    of each of its 1 MiB blocks, read back from s3rver."""
+    """Seed big.bin (bench.py's seeding, straight to the server); returns the
+    MD5 of each of its 1 MiB blocks, read back from the server."""
     size = args.size_mib * MiB
     ds = casemod.Dataset("big", "", 1, size, size, lambda i: BIG_KEY)
     ds.plan(args.seed)
@@ -274,7 +276,9 @@ def run_readers(path, blocks, size, readers, timeout, work):
 
 def limit(srv, fp, blocks, size, readers, timeout):
     """N curl processes, each one ranged GET of its share through the proxy."""
-    url = benchmod.presigner(srv)("%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY))
+    url = "%s/%s/%s" % (fp.endpoint, BUCKET, BIG_KEY)
+    if peermod.refuses_unsigned(srv):
+        url = peermod.presigner(srv)(url)
     parts = []
     for first, count in shares(len(blocks), readers):
         lo, hi = first * MiB, min(size, (first + count) * MiB) - 1
@@ -285,7 +289,7 @@ def limit(srv, fp, blocks, size, readers, timeout):
     try:
         for lo, hi in parts:
             procs.append(subprocess.Popen(
-                ["curl", "-sS", "-o", "/dev/null", "-r", "%d-%d" % (lo, hi),
+                ["curl", "-sSL", "-o", "/dev/null", "-r", "%d-%d" % (lo, hi),
                  "-w", "%{http_code} %{size_download}", url],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = []
@@ -433,8 +437,17 @@ def try_run(row, name, fn):
     return False
 
 
+def rotated(names, k):
+    """names rotated left by k (mod their number)."""
+    if not names:
+        return []
+    k %= len(names)
+    return names[k:] + names[:k]
+
+
 def measure(args, work, results):
-    srv = S3Server(buckets=[BUCKET], base_dir=work).start()
+    srv = peermod.start_server(args.server, work)
+    results["meta"]["server"] = srv.kind
     fp = None
     try:
         fp = start_proxy(srv)
@@ -444,6 +457,7 @@ def measure(args, work, results):
         results["meta"].update(big_md5=md5, seed_s=round(time.monotonic() - t0, 1))
         ctx = benchmod.Context(work, srv, dsets, drop=True)
         peers = prepare_peers(args, work, fp, results)
+        row_index = 0
         for phase in args.phases:
             fp.set_faults(latency=dict(PHASES[phase]))
             for n in args.readers:
@@ -457,7 +471,10 @@ def measure(args, work, results):
                 except (casemod.CaseError, casemod.CaseTimeout, OSError) as e:
                     row["error"] = str(e)[:300]
                     log("%s %d limit: %s" % (phase, n, row["error"]))
-                for name, (p, pw) in peers.items():
+                order = rotated(list(peers), row_index)
+                row_index += 1
+                for name in order:
+                    p, pw = peers[name]
                     row = {"phase": phase, "readers": n, "peer": name}
                     results["runs"].append(row)
                     if not try_run(row, name, lambda: one_run(p, pw, fp, ctx, blocks, size,
@@ -560,6 +577,7 @@ def parse_args(argv):
                     help="s one run's readers may take before the mount is killed")
     ap.add_argument("--seed", default="objmount-shared", help="seed of the data")
     ap.add_argument("--out", help="write the results as JSON to this file")
+    peermod.add_server_arg(ap)
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     if args.size_mib is None:

@@ -3,9 +3,10 @@
 (issue 23: "a one-hour soak's RSS stays flat after warm-up").
 
     /usr/bin/python3 tools/bench/soak.py [--minutes M] [--workers W] [--latency MS]
-        [--sample S] [--seed SEED] [--out results.json] [--objmount-opts O]
+        [--sample S] [--seed SEED] [--server KIND] [--out results.json] [--objmount-opts O]
 
-One private s3rver with the fault proxy in front of it (LATENCY ms before the
+One private server (--server, default versitygw: tests/harness/servers.py)
+with the fault proxy in front of it (LATENCY ms before the
 first byte of every request, default 2), one objmount mount with its
 defaults (plus --objmount-opts). WORKERS threads (default 4) each own a
 directory wK/ and, for MINUTES minutes (default 60), pick one operation at a
@@ -51,7 +52,6 @@ sys.path.insert(0, HERE)
 import bench as benchmod  # noqa: E402
 import peers as peermod  # noqa: E402
 import shared as sharedmod  # noqa: E402
-from harness.s3server import S3Server  # noqa: E402  (path set up by peers)
 
 MiB = 1 << 20
 MAX_FILES = 20
@@ -182,7 +182,7 @@ def sample(p, m, t0, label=None):
 
 
 def soak(args, work, res):
-    srv = S3Server(buckets=[peermod.BUCKET], base_dir=work).start()
+    srv = peermod.start_server(args.server, work)
     fp = m = None
     try:
         fp = sharedmod.start_proxy(srv)
@@ -306,6 +306,7 @@ def parse_args(argv):
                     help="minutes of warm-up (default 5, or a tenth of a shorter run)")
     ap.add_argument("--seed", default="objmount-soak", help="seed of sizes, bytes and choices")
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
+    peermod.add_server_arg(ap)
     peermod.add_peer_args(ap)
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.workers < 1 or args.sample <= 0:

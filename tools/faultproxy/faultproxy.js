@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * faultproxy: an HTTP/1.1 proxy between an S3 client and s3rver that injects
+ * faultproxy: an HTTP/1.1 proxy between an S3 client and a test server that injects
  * faults (latency, 5xx/SlowDown, resets, truncated bodies, silently shortened
  * PUTs) and emulates an AIStore gateway/target pair (307 redirects, one-page
  * listings). Node built-ins only. See tools/faultproxy/README.md.
@@ -114,7 +114,7 @@ function defaultConfig() {
     hop_redirects: false,
     aistore: {
       etag_non_md5: false, // single-PUT ETags become 40 hex digits
-      multipart_etag: 'md5', // 'md5' (as s3rver) or 'aws' (md5 of part md5s -N)
+      multipart_etag: 'md5', // 'md5' (as s3rver did) or 'aws' (md5 of part md5s -N)
       drop_content_md5: false, // target forwards Content-MD5 unless set
     },
   };
@@ -372,7 +372,7 @@ class Proxy {
     this.upstream = new URL(opts.upstream);
     this.upstreamHost = this.upstream.host; // host:port
     this.state = new State(opts.config ? JSON.parse(opts.config) : null);
-    // Free upstream sockets are dropped after 4 s, before s3rver's 5 s
+    // Free upstream sockets are dropped after 4 s, before a server's (s3rver's 5 s)
     // keep-alive timeout can close them under a new request.
     this.agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: 4000 });
     this.addresses = {};
@@ -818,7 +818,7 @@ class Proxy {
   }
 
   // ListObjectsV2 answered as ONE page with every matching key: the gateway
-  // pages through s3rver and streams what it gets.
+  // pages through the server and streams what it gets.
   async gatewayList(ctx) {
     const { t } = ctx;
     const pass = ['prefix', 'delimiter', 'start-after', 'encoding-type', 'fetch-owner'];
@@ -890,7 +890,7 @@ class Proxy {
     );
   }
 
-  // A small signed request to s3rver, answered as { status, headers, body }.
+  // A small signed request to the server, answered as { status, headers, body }.
   fetchUpstream(method, rawPath, rawQuery, body) {
     return new Promise((resolve, reject) => {
       const headers = { host: this.upstreamHost };

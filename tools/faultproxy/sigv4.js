@@ -2,8 +2,8 @@
 // AWS Signature Version 4 for S3 requests, Node built-ins only.
 //
 // The canonical request is built the way AWS documents it for S3 (and the
-// way the patched s3rver in tools/node verifies it): the path is decoded and
-// re-encoded per segment (RFC 3986 unreserved characters kept, '/' kept),
+// way the patched s3rver, the earlier test server, verified it): the path is
+// decoded and re-encoded per segment (RFC 3986 unreserved characters kept, '/' kept),
 // query parameters are decoded, re-encoded and sorted, signed headers are
 // host, content-md5 and every x-amz-* header present (AWS and Swift's s3api
 // refuse a request with an unsigned x-amz-* header).
