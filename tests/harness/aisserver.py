@@ -365,7 +365,11 @@ class AisCluster(Server):
                                        json.dumps({"action": "create-bck"}).encode())
             if status == 200 or (status == 409 and b"already exists" in body):
                 return
-            if status < 500 or time.monotonic() > deadline:
+            # a target that has just joined may not take the proxy's
+            # transaction yet ("failed to call t[...]: dial tcp"): 400
+            # ErrFailedTo, tried again until the deadline
+            again = status >= 500 or (status == 400 and b"ErrFailedTo" in body)
+            if not again or time.monotonic() > deadline:
                 raise ServerError("create bucket %s: %d %s" % (name, status, body[:200]))
             time.sleep(0.2)
 
