@@ -147,7 +147,160 @@ for _k in ("aistore", "aistore-proxy", "ais"):
 # elsewhere, named in the reason). Keys: (file, test name or name prefix
 # ending in '*'); values: {kind: reason}. conftest fails the pass when an
 # entry matches no test of a file it collected, so none outlives its test.
-TESTS = {}
+META_S3 = ("AIStore's S3 API stores no x-amz-meta-* (modes, owners, times, s3fs-style symlinks, "
+           "content types): objmount keeps them while the mount holds the file "
+           "(writes.meta_not_stored, test_write_semantics); ais:// stores them")
+META_SETUP = ("its set-up or its check goes through AIStore's S3 API, which stores no "
+              "x-amz-meta-*; ais:// keeps what it stores itself (test_write_semantics, "
+              "test_aistore.py)")
+MARKER = ("AIStore stores a key `dir/` as `dir`: no directory markers, so an empty directory "
+          "lasts only while the mount holds it (test_aistore.py::"
+          "test_a_dir_marker_is_stored_as_a_file_so_mkdir_stores_none)")
+CLASH = ("its set-up stores a file `a` beside objects under `a/`, which a server keeping keys "
+         "as paths refuses (versitygw: ObjectParentIsFile; AIStore: ErrMv); what objmount does "
+         "about it: test_conflicts.py")
+NAMES = ("AIStore's S3 API cuts names at ';' and '?' (objmount refuses them there: "
+         "test_aistore.py::test_names_with_a_semicolon_or_question_mark)")
+ETAGS = ("checks MD5 ETags; AIStore with xxhash2 gives `v1-...` ETags and objmount proves writes "
+         "by its checksum (test_aistore.py::test_etag_form_and_the_proof_of_a_write)")
+HOPS = ("counts requests per operation at the fault proxy, which sees each redirected AIStore "
+        "request twice (the cluster's proxy and the target, --hop-redirects)")
+NATIVE_FAULTS = ("sets its faults per S3 operation at the fault proxy; the native API's "
+                 "requests are other ones")
+PREFETCH_XX = ("AIStore's S3 API lists xxhash2 objects without ETags, and prefetch across files "
+               "needs a listed version to pin: a known gap (doc/aistore.md); the aistore-proxy "
+               "pass (md5) runs these tests")
+PUSH = ("`objmountctl recover push` stores through S3 only: an ais:// entry is pushed with "
+        "AIStore's S3 API of the same cluster by hand (a known gap, doc/aistore.md)")
+VERSIONS = ("names the versions it expects by their S3 ETags; ais:// names them by AIStore's "
+            "version and checksum")
+S3_ONLY = "tests an S3 behaviour; ais:// speaks AIStore's native API"
+
+_ALL_AIS = ("aistore", "aistore-proxy", "ais")
+_S3_AIS = ("aistore", "aistore-proxy")
+
+
+def _on(kinds, reason):
+    return {k: reason for k in kinds}
+
+
+TESTS = {
+    # namespace
+    ("integration/test_mount_namespace.py", "test_marker_only_directories_are_empty_directories"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_mount_namespace.py", "test_marker_directory_stat_is_cold_lookup"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_mount_namespace.py", "test_directory_wins_over_file_of_same_name"):
+        _on(("versitygw",) + _ALL_AIS, CLASH),
+    ("integration/test_mount_namespace.py", "test_cold_lookup_prefers_directory_over_file"):
+        _on(("versitygw",) + _ALL_AIS, CLASH),
+    ("integration/test_mount_namespace.py", "test_keys_with_spaces_and_unicode_are_listed_and_read"):
+        _on(_S3_AIS, NAMES),
+    ("integration/test_mount_namespace.py", "test_odd_names_are_skipped"):
+        {"ais": "injects entries into S3 listings (ListObjectsV2 XML); ais:// lists in JSON"},
+    ("integration/test_ns_ops.py", "test_mkdir_stores_a_marker_with_directory_metadata"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_ops.py", "test_rmdir_deletes_the_marker_and_refuses_non_empty_directories"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_ops.py", "test_rename_directory_moves_every_key"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_ops.py", "test_rename_file_is_a_server_side_copy_and_delete"):
+        dict(_on(("aistore", "ais"), HOPS), **{"aistore-proxy": META_S3}),
+    ("integration/test_ns_ops.py", "test_rename_copies_through_this_host_when_copy_answers_501*"):
+        dict(_on(_S3_AIS, META_S3), ais=NATIVE_FAULTS),
+    ("integration/test_ns_meta.py", "test_metadata_change_of_a_closed_file_is_a_self_copy"):
+        dict(_on(_S3_AIS, META_S3), ais=S3_ONLY),
+    ("integration/test_ns_meta.py", "test_directory_metadata_is_stored_on_its_marker"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_meta.py", "test_stat_of_one_name_shows_its_stored_metadata*"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_ls_l_costs_no_head_per_file_and_metadata_shows_after_attr_timeout"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_a_file_replaced_by_a_symlink_gets_a_new_inode"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_find_type_l_finds_listed_symlinks_with_metadata_head"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_symlink_is_stored_as_s3fs_does"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_symlink_written_like_s3fs_reads_back"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_rename_of_a_symlink_moves_the_link"):
+        dict(_on(_S3_AIS, META_S3), ais=META_SETUP),
+    ("integration/test_ns_meta.py", "test_xattrs_name_the_object"):
+        dict(_on(_S3_AIS, META_S3), ais=VERSIONS),
+    ("integration/test_ns_tools.py", "test_rsync_a_round_trips"):
+        dict(_on(_S3_AIS, META_S3), ais=MARKER),
+    ("integration/test_ns_tools.py", "test_close_then_chmod_utime_rename_at_once_keeps_all"):
+        _on(_S3_AIS, META_S3),
+    ("integration/test_ns_tools.py", "test_a_files_own_time_outlives_its_name_and_attributes_expiring"):
+        _on(_S3_AIS, META_S3),
+    ("integration/test_ns_tools.py", "test_git_init_commit_fsck_and_clone"):
+        _on(_S3_AIS, META_S3),
+    ("integration/test_ns_tools.py", "test_cp_a_round_trips"): _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_tools.py", "test_tar_x_round_trips"): _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_tools.py", "test_mv_trees_into_inside_and_out_of_the_mount"):
+        _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_tools.py", "test_rsync_out_of_a_fresh_mount_round_trips"):
+        _on(_ALL_AIS, MARKER),
+    # read
+    ("integration/test_prefetch_files.py", "test_a_directory_read_in_order_is_fetched_ahead"):
+        {"aistore": PREFETCH_XX, "ais": HOPS},
+    ("integration/test_prefetch_files.py", "test_every_other_file_in_order_is_a_stride"):
+        {"aistore": PREFETCH_XX, "ais": HOPS},
+    ("integration/test_prefetch_files.py", "test_a_reader_stopping_halfway_wastes_at_most_a_tenth"):
+        {"aistore": PREFETCH_XX},
+    ("integration/test_prefetch_files.py", "test_random_opens_fetch_nothing_ahead"):
+        {"aistore": HOPS, "ais": HOPS},
+    ("integration/test_prefetch_files.py", "test_a_hinted_shuffled_order_is_fetched_ahead"):
+        {"aistore": PREFETCH_XX, "ais": HOPS},
+    ("integration/test_prefetch_files.py", "test_a_hint_with_missing_changed_and_odd_names"):
+        {"aistore": PREFETCH_XX},
+    ("integration/test_integrity.py", "test_a_read_never_mixes_two_versions*"): {"ais": VERSIONS},
+    ("integration/test_integrity.py", "test_recover_push_refuses_an_object_changed_since_staging*"):
+        dict(_on(("aistore",), ETAGS), ais=PUSH),
+    ("integration/test_integrity.py", "test_recover_push_of_an_unchanged_object_goes_ahead"):
+        {"ais": PUSH},
+    ("integration/test_integrity.py", "test_a_commit_failing_verification_leaves_no_corrupt_object*"):
+        {"aistore": HOPS},
+    # write
+    ("integration/test_write_hashing.py", "test_each_byte_is_hashed_once_or_twice_by_the_servers_etag_form"):
+        _on(("aistore", "ais"), ETAGS),
+    ("integration/test_write_hashing.py", "test_verify_read_hashes_the_whole_object_and_the_read_back"):
+        _on(("aistore", "ais"), ETAGS),
+    ("integration/test_write_safety.py", "test_a_rename_failing_its_delete_keeps_the_old_name_only"):
+        dict(_on(_S3_AIS, HOPS), ais=NATIVE_FAULTS),
+    ("integration/test_write_safety.py", "test_a_rename_failing_its_copy_keeps_the_file_it_would_replace"):
+        {"ais": NATIVE_FAULTS},
+    ("integration/test_write_safety.py", "test_a_recovery_entry_keeps_what_failed_when_the_program_writes_on"):
+        {"ais": PUSH},
+    ("integration/test_write_safety.py", "test_recover_push_refuses_data_its_sidecar_does_not_describe"):
+        {"ais": PUSH},
+    # the S3 protocol
+    ("integration/test_s3_client.py", "test_put_then_boto3_reads_identical*"): {"aistore": ETAGS},
+    ("integration/test_s3_client.py", "test_odd_keys_round_trip*"): _on(_S3_AIS, NAMES),
+    ("integration/test_s3_client.py", "test_if_match_detects_a_changed_object"):
+        _on(_S3_AIS, "AIStore ignores If-Match on GET: objmount finds the change by comparing the "
+                     "answer's version (EIO, a log line), not by the server's 412"),
+    ("integration/test_s3_client.py", "test_listing_1100_keys_across_pages"):
+        _on(_S3_AIS, "AIStore answers a listing in one page whatever max-keys asks"),
+    ("integration/test_s3_client.py", "test_delimiter_listing_reports_nested_prefixes"):
+        {},
+    ("integration/test_s3_client.py", "test_copy_delete_and_metadata"): _on(_S3_AIS, META_S3),
+    ("integration/test_s3_client.py", "test_wrong_secret_is_a_clear_error"):
+        _on(_S3_AIS, "AIStore with authentication off (its default) ignores SigV4: a wrong "
+                     "secret is not refused"),
+    ("integration/test_s3_client.py", "test_connections_reused_across_requests"):
+        _on(_S3_AIS, "AIStore redirects each object request to a target: connections go to the "
+                     "proxy and to every target"),
+    ("integration/test_server_divergences.py", "test_a_copy_refused_with_412_is_made_again_when_the_etag_is_unchanged"):
+        dict(_on(_S3_AIS, "AIStore's CopyObject ignores x-amz-copy-source-if-match: Swift's "
+                          "412 cannot arise"), ais=S3_ONLY),
+    ("integration/test_server_divergences.py", "test_rename_and_chmod_of_a_multipart_file_written_through_the_mount"):
+        {"ais": VERSIONS},
+    ("integration/test_server_divergences.py", "test_doctor_names_the_server_and_its_traps"):
+        {"ais": S3_ONLY},
+}
+TESTS = {k: v for k, v in TESTS.items() if v}
 
 
 def _matches(pattern, name):

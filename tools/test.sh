@@ -3,11 +3,14 @@
 # build, the layers check (tools/layers.sh), unit tests, unit tests under
 # AddressSanitizer + UBSan, then the libFuzzer targets for a short bounded
 # time (OBJMOUNT_FUZZ_SECONDS, default 12 per target), then the integration,
-# fault and loader tests against each real S3 server, s3rver and OpenStack
-# Swift with s3api, both at once (OBJMOUNT_TEST_SERIAL=1: one after the other),
+# fault and loader tests against each server kind of tests/harness/servers.py
+# (versitygw, OpenStack Swift with s3api, AIStore's S3 API with redirects
+# and xxhash2, AIStore's S3 API through its reverse proxy with md5, AIStore's
+# native API), all at once (OBJMOUNT_TEST_SERIAL=1: one after the other),
 # each on OBJMOUNT_TEST_WORKERS (default 2) pytest-xdist workers.
+# tests/matrix.py says which test file runs on which server.
 #
-#   tools/test.sh                  everything, both servers
+#   tools/test.sh                  everything, every server
 #   tools/test.sh --server swift   the Python suites against one server only
 #   tools/test.sh -k EXPR          pass EXPR to pytest (unit tests still run)
 set -euo pipefail
@@ -44,7 +47,7 @@ phase "fuzz targets, ${OBJMOUNT_FUZZ_SECONDS:-12} s each (tools/fuzz.sh for long
 "$root/tools/fuzz.sh" "${OBJMOUNT_FUZZ_SECONDS:-12}"
 
 export OBJMOUNT_BUILD_DIR="$build"
-servers=(s3rver swift)
+servers=(versitygw swift aistore aistore-proxy ais)
 for a in "$@"; do
     [[ $a == --server || $a == --server=* ]] && servers=(given)
 done
@@ -64,7 +67,7 @@ run_pass() {
 
 status=0
 if ((${#servers[@]} > 1)) && [[ -z ${OBJMOUNT_TEST_SERIAL:-} ]]; then
-    # The passes against the two servers run at once (each has its own
+    # The passes against the servers run at once (each has its own
     # servers, ports, mount points and buckets; the few machine-wide things,
     # such as /sbin/mount.objmount, are taken under a lock by the harness);
     # each pass's output is printed whole when it ends.

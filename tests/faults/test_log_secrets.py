@@ -29,14 +29,19 @@ def test_debug_log_of_a_full_run_holds_no_secret(s3server, faultproxy, s3client,
     assert open(m.join("data/big.bin"), "rb").read() == big
     names = os.listdir(m.path)
     assert "data" in names
-    os.stat(m.join(EVIL))  # a HEAD for a key that must be logged escaped, if at all
+    # a HEAD for a key that must be logged escaped, if at all (the name as
+    # the server lists it: AIStore keeps control characters as it likes)
+    evil = [n for n in names if n.startswith("evil")]
+    assert evil, names
+    os.stat(m.join(evil[0]))
     os.rename(m.join("data/big.bin"), m.join("data/big2.bin"))
     os.unlink(m.join("data/big2.bin"))
     m.unmount()
     log = m.log
     if not real:
         assert faultproxy.redirects_issued() > 0
-    assert "redirect 307" in log  # the debug log did see the redirects
+    if getattr(s3server, "redirects", True):  # not AIStore's reverse proxy
+        assert "redirect 30" in log  # the debug log did see the redirects
     secret_given = servers.secret_key()
     assert secret_given and len(secret_given) >= 6
     for secret in (secret_given, "Signature=", "X-Amz-Signature", "x-amz-security-token",
