@@ -511,14 +511,25 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
     else if (dc)
         return ctl_fail("%s: cannot read %s: %s", id, data, strerror(-dc));
     struct om_config c2 = *cfg; /* shallow: the same options, the sidecar's bucket */
-    c2.bucket = s.bucket;
     c2.finalized = false;
+    /* BUCKET, or ais://BUCKET for an entry of a native AIStore mount (c2's
+     * own bucket and prefix strings, freed below) */
+    c2.bucket = c2.prefix = NULL;
+    if (om_config_set_source(&c2, s.bucket, err, sizeof(err))) {
+        free(c2.bucket);
+        free(c2.prefix);
+        return ctl_fail("%s: %s", id, err);
+    }
     if (!om_config_is_set(cfg, "endpoint") && s.endpoint[0])
         c2.endpoint = s.endpoint;
     struct om_client cl;
-    if (om_client_open(&cl, &c2, err, sizeof(err)))
-        return ctl_fail("%s: %s", id, err);
     int status = 0;
+    if (om_client_open(&cl, &c2, err, sizeof(err))) {
+        status = ctl_fail("%s: %s", id, err);
+        free(c2.bucket);
+        free(c2.prefix);
+        return status;
+    }
     if (!force) {
         /* a HEAD, then the upload: what changes in between is not seen
          * (doc/decisions.md, "recover push") */
@@ -563,6 +574,8 @@ static int push_one(struct om_config *cfg, const char *id, const char *data, con
                    s.size);
     }
     om_client_close(&cl);
+    free(c2.bucket);
+    free(c2.prefix);
     return status;
 }
 

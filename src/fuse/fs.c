@@ -1192,11 +1192,16 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
         om_fs_destroy(fs);
         return -ENOMEM;
     }
+    /* recovery entries name the bucket as it is mounted (ais://B for the
+     * native API), so `objmountctl recover push` reaches it the same way */
+    char source[300];
+    snprintf(source, sizeof(source), "%s%s", cfg->store_kind == OM_STORE_AIS ? "ais://" : "",
+             cfg->bucket);
     struct om_writers_config wc = {
         .reclaim_space = fs->dcache ? reclaim_for_writes : NULL,
         .reclaim_ud = fs->dcache,
         .cache_dir = cfg->cache_dir,
-        .bucket = cfg->bucket,
+        .bucket = source,
         .endpoint = cfg->endpoint,
         .part_size = cfg->part_size,
         .min_free_space = cfg->min_free_space,
