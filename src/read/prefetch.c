@@ -314,7 +314,7 @@ static void hint_fetch(struct om_prefetcher *pf, const char *key, uid_t uid, gid
         free(k);
         return;
     }
-    if (ok && a.size > 0 && a.etag[0])
+    if (ok && a.size > 0) /* without a listed version, the prefetch asks it */
         ok = om_readers_prefetch(pf->rs, k, a.etag, a.size, pf->cfg.max_file_bytes) != -EINVAL;
     else
         ok = ok && a.size == 0; /* an empty file: nothing to fetch, nothing skipped */

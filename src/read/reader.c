@@ -849,6 +849,21 @@ static struct robj *obj_find(struct om_readers *rs, const char *key, const char 
     return NULL;
 }
 
+/* The object a prefetch fetched for key under the version a HEAD told
+ * (its listing had none: AIStore's S3 API with xxhash2), waiting for its
+ * first open. Caller holds lock. */
+static struct robj *obj_find_prefetched(struct om_readers *rs, const char *key, uint64_t size)
+{
+    uint64_t h = key_hash(key);
+    for (struct om_hnode *n = om_htable_first(&rs->objs, h); n; n = om_htable_next(n, h)) {
+        struct robj *o = om_container_of(n, struct robj, node);
+        if (o->size == size && o->stashed && o->prefetched && !o->opened &&
+            strcmp(o->key, key) == 0)
+            return o;
+    }
+    return NULL;
+}
+
 /* A new object, in the table when its ETag is known (an object without one
  * is read by its handle alone). NULL on ENOMEM. Caller holds lock. */
 static struct robj *obj_new(struct om_readers *rs, const char *key, const char *etag,
@@ -1153,9 +1168,19 @@ static bool stash_put(struct om_readers *rs, const char *key, const struct om_ob
     return true;
 }
 
+static void version_for_cache(struct om_readers *rs, const char *key, uint64_t size,
+                              char etag[OM_ETAG_MAX]);
+
 int om_readers_prefetch(struct om_readers *rs, const char *key, const char *etag, uint64_t size,
                         uint64_t max)
 {
+    char headed[OM_ETAG_MAX] = "";
+    if ((!etag || !etag[0]) && size) {
+        /* listed without a version (AIStore's S3 API with xxhash2): one
+         * HEAD tells the version the fetch is pinned to */
+        version_for_cache(rs, key, size, headed);
+        etag = headed;
+    }
     if (!etag || !etag[0] || !size)
         return -EINVAL;
     struct om_dcache_obj d;
@@ -1347,7 +1372,8 @@ void om_readers_free(struct om_readers *rs)
 
 /* A listing without version tokens (AIStore's S3 API lists objects of a
  * non-MD5 checksum without ETags): with the data cache on, the version the
- * cache is keyed by comes from a HEAD, once per open. The version is kept
+ * cache is keyed by comes from a HEAD, once per open; a prefetch of such a
+ * file asks the same way. The version is kept
  * only when the HEAD shows the size the open has (else the object changed
  * since it was listed, and the open reads without the cache). */
 static void version_for_cache(struct om_readers *rs, const char *key, uint64_t size,
@@ -1380,7 +1406,7 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
     pthread_mutex_lock(&rs->lock);
     if (etag[0])
         stash_drop_other_versions(rs, key, etag, size);
-    struct robj *o = etag[0] ? obj_find(rs, key, etag, size) : NULL;
+    struct robj *o = etag[0] ? obj_find(rs, key, etag, size) : obj_find_prefetched(rs, key, size);
     if (!o)
         o = obj_new(rs, key, etag, size);
     if (!o) {
