@@ -179,6 +179,18 @@ class FaultProxy:
             return r["by_method"].get(method, 0)
         return r["total"]
 
+    def key_requests(self, key, kind=None):
+        """Requests of the one object key (of kind, when given) seen since
+        the last reset; counted only for keys matching the regular expression
+        given as set_faults(count_keys=...). On AIStore's native API the
+        proxy sees /v1/objects/BUCKET/KEY: those count too."""
+        n = 0
+        for k, v in self.stats()["requests"].get("by_key", {}).items():
+            kd, _, got = k.partition(" ")
+            if (kind is None or kd == kind) and (got == key or got.endswith("/" + key)):
+                n += v
+        return n
+
     def redirects_issued(self):
         return self.stats()["redirects"]
 

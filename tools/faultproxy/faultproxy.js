@@ -107,6 +107,10 @@ function defaultConfig() {
     // a store that ignores If-Match on GET and HEAD (the proxy drops it and
     // re-signs): objmount must still never mix two versions in one read
     ignore_if_match: false,
+    // requests whose key matches this regular expression are counted one
+    // by one in stats.requests.by_key ("GetObject dir/name": n), so a test
+    // can tell that a given object was fetched (null: none are)
+    count_keys: null,
     // redirects of the upstream (a real AIStore's 307s to its targets) come
     // back through this proxy: the front listener rewrites an absolute
     // Location to another host to /_hop/HOST:PORT/..., which it forwards to
@@ -122,7 +126,11 @@ function defaultConfig() {
 
 function emptyStats() {
   return {
-    requests: { total: 0, by_method: {}, by_kind: {}, by_listener: {}, in_flight: 0, peak_in_flight: 0 },
+    requests: {
+      total: 0, by_method: {}, by_kind: {}, by_listener: {}, in_flight: 0, peak_in_flight: 0,
+      by_key: {}, // see config.count_keys
+      delayed_in_flight: 0, // requests the latency fault delayed that have not ended
+    },
     faults: { latency: 0, errors: 0, reset: 0, truncate: 0, short_put: 0 },
     faults_by_kind: {},
     redirects: 0,
@@ -154,6 +162,7 @@ class State {
     this.stats = emptyStats();
     this.seen = {}; // matching requests seen per mode (for nth)
     this.rng = makeRng(1);
+    this.countKeysRe = null;
     this.etags = new Map(); // "bucket\nkey" -> { real, shown } (AIStore emulation)
     if (initial) this.update(initial, false);
   }
@@ -167,6 +176,9 @@ class State {
         next.seed = Number(value) || 0;
       } else if (name === 'ignore_if_match') {
         next.ignore_if_match = Boolean(value);
+      } else if (name === 'count_keys') {
+        next.count_keys = value ? String(value) : null;
+        this.countKeysRe = next.count_keys ? new RegExp(next.count_keys) : null;
       } else if (MODES.includes(name)) {
         next[name] = value && typeof value === 'object' ? compileMode(name, value) : null;
         this.seen[name] = 0;
@@ -175,12 +187,14 @@ class State {
       }
     }
     if (replace) this.seen = {};
+    if (replace && !('count_keys' in (patch || {}))) this.countKeysRe = null;
     this.config = next;
     if ('seed' in (patch || {}) || replace) this.rng = makeRng(next.seed);
   }
 
   reset() {
     this.config = defaultConfig();
+    this.countKeysRe = null;
     this.stats = emptyStats();
     this.seen = {};
     this.rng = makeRng(1);
@@ -208,6 +222,10 @@ class State {
     r.by_listener[ctx.listener] = (r.by_listener[ctx.listener] || 0) + 1;
     r.in_flight++;
     if (r.in_flight > r.peak_in_flight) r.peak_in_flight = r.in_flight;
+    if (this.countKeysRe && ctx.t && ctx.t.hasKey && this.countKeysRe.test(ctx.t.key)) {
+      const k = `${ctx.kind} ${ctx.t.key}`;
+      r.by_key[k] = (r.by_key[k] || 0) + 1;
+    }
   }
 
   injected(mode, ctx) {
@@ -470,6 +488,7 @@ class Proxy {
     const counted = state.stats.requests; // a reset meanwhile starts new counts
     res.on('close', () => {
       counted.in_flight--;
+      if (ctx.delayed) counted.delayed_in_flight--;
       if (!res.writableFinished) {
         state.stats.client_aborts++;
         if (ctx.upReq) ctx.upReq.destroy();
@@ -483,6 +502,8 @@ class Proxy {
       const lat = state.fires('latency', ctx);
       if (lat) {
         state.injected('latency', ctx);
+        ctx.delayed = true;
+        counted.delayed_in_flight++;
         if (lat.per_mib_ms) ctx.plan.perMiB = Number(lat.per_mib_ms);
         if (lat.first_byte_ms) await delay(Number(lat.first_byte_ms));
       }
