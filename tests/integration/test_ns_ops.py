@@ -10,17 +10,20 @@ directory copies every key under it, then deletes the old keys; above
 max_rename_keys rename(2) answers EXDEV and mv(1) copies the tree itself.
 RENAME_NOREPLACE is honoured and a rename over a file replaces it."""
 
+import contextlib
 import ctypes
 import errno
-import hashlib
 import os
 import stat
 import subprocess
 import time
 
 import pytest
+from botocore.exceptions import ClientError
 
+from harness import admin
 from harness.mount import MiB, check_bytes, check_object, payload, read_all, seed, wait_for
+from harness.servers import AISTORE_KINDS
 from harness.trees import exists, keys
 
 AT_FDCWD = -100
@@ -249,42 +252,64 @@ def test_rename_of_a_file_open_for_writing_keeps_every_byte(rw_mount, bucket, s3
     no_uploads_left(s3client, bucket)
 
 
-@pytest.mark.skipif(not os.environ.get("OBJMOUNT_TEST_HUGE"),
-                    reason="moves 5 GiB several times; set OBJMOUNT_TEST_HUGE=1")
-def test_rename_above_5_gib_uses_upload_part_copy_or_copies_through(rw_mount, bucket, s3client,
-                                                                     faultproxy, tmp_path,
-                                                                     cache_dir):
-    """s3rver answers UploadPartCopy with 501 NotImplemented, as AIStore does."""
-    from boto3.s3.transfer import TransferConfig
+def test_rename_above_the_copy_limit_copies_in_parts(rw_mount, bucket, s3client, s3server,
+                                                     faultproxy, cache_dir):
+    """A file above the copy limit (S3's 5 GiB for one CopyObject, -o
+    copy_limit lowered here to 5 MiB so that the path runs at a small size)
+    is renamed with UploadPartCopy in parts of the limit; no CopyObject is
+    sent. On versitygw the test's own server refuses a CopyObject of more
+    than 5 MiB (--copy-object-threshold), as AWS does past 5 GiB. Each
+    server kind shows its own way:
+      versitygw, swift   UploadPartCopy, the bytes never pass this host
+      aistore, aistore-proxy   UploadPartCopy answered 501: the object is
+                         copied through this host, verified
+      ais                one native copy of any size (its copy_max): the
+                         copy limit of S3 does not apply"""
+    from harness.faultproxy import FaultProxy
+    from harness.vgwserver import VersityServer
 
-    size = (5 << 30) + 4097
-    src = tmp_path / "huge"
-    h = hashlib.md5()
-    with open(src, "wb") as f:
-        block = os.urandom(4 * MiB)
-        left = size
-        while left:
-            b = block[:min(len(block), left)]
-            f.write(b)
-            h.update(b)
-            left -= len(b)
-    s3client.upload_file(str(src), bucket, "huge", Config=TransferConfig(
-        multipart_chunksize=512 * MiB, max_concurrency=4))
-    m = rw_mount(bucket, endpoint=faultproxy.endpoint)
-    faultproxy.reset_stats()
-    os.rename(m.join("huge"), m.join("moved"))
-    kinds = faultproxy.stats()["requests"]["by_kind"]
-    assert kinds.get("UploadPartCopy", 0) >= 1 and not kinds.get("CopyObject"), kinds
-    assert not exists(s3client, bucket, "huge")
-    got = hashlib.md5()
-    body = s3client.get_object(Bucket=bucket, Key="moved")["Body"]
-    n = 0
-    for chunk in iter(lambda: body.read(8 * MiB), b""):
-        got.update(chunk)
-        n += len(chunk)
-    assert (n, got.hexdigest()) == (size, h.hexdigest())
-    assert staging_empty(cache_dir)
-    no_uploads_left(s3client, bucket)
+    size = 2 * 5 * MiB + 4097  # three parts of the limit
+    want = payload("huge", size)
+    kind = s3server.kind
+    with contextlib.ExitStack() as stack:
+        if kind == "versitygw":
+            srv = stack.enter_context(VersityServer(buckets=[bucket], copy_limit=5 * MiB))
+            client = srv.client()
+            proxy = stack.enter_context(FaultProxy(srv))
+        else:
+            client, proxy = s3client, faultproxy
+        client.put_object(Bucket=bucket, Key="huge", Body=want)
+        m = rw_mount(bucket, "copy_limit=5M", endpoint=proxy.endpoint)
+        assert os.stat(m.join("huge")).st_size == size
+        proxy.reset_stats()
+        os.rename(m.join("huge"), m.join("moved"))
+        kinds = proxy.stats()["requests"]["by_kind"]
+        check_object(client, bucket, "moved", want)
+        assert not exists(client, bucket, "huge")
+        if kind == "versitygw":
+            # the server's limit holds: a CopyObject of the whole file is refused
+            with pytest.raises(ClientError) as ei:
+                client.copy_object(Bucket=bucket, Key="again",
+                                   CopySource={"Bucket": bucket, "Key": "moved"})
+            assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400, \
+                ei.value.response
+        writes = admin.stats_json(m.path)["writes"]
+        check_bytes(read_all(m.join("moved")), want, "renamed file through the mount")
+        assert staging_empty(cache_dir)
+        no_uploads_left(client, bucket)
+        m.unmount()
+    if kind in ("versitygw", "swift"):
+        assert kinds.get("UploadPartCopy") == 3 and not kinds.get("CopyObject"), kinds
+        assert not kinds.get("GetObject") and not kinds.get("UploadPart") and \
+            not kinds.get("PutObject"), "the bytes went through this host: %s" % kinds
+    elif kind in ("aistore", "aistore-proxy"):
+        assert kinds.get("UploadPartCopy", 0) >= 1 and not kinds.get("CopyObject"), kinds
+        assert writes["part_copy_unsupported"] is True, writes
+        assert kinds.get("GetObject", 0) >= 1 and \
+            kinds.get("UploadPart", 0) + kinds.get("PutObject", 0) >= 1, kinds
+    else:
+        assert kind == "ais", kind
+        assert not kinds.get("UploadPartCopy") and not kinds.get("UploadPart"), kinds
 
 
 # -- rename of a directory -----------------------------------------------------------------
@@ -361,20 +386,39 @@ def test_rename_directory_above_max_rename_keys_is_exdev_and_mv_copies(rw_mount,
 
 
 def test_a_listing_fetched_across_a_create_does_not_hide_it(rw_mount, bucket, s3client,
-                                                           faultproxy):
+                                                           s3server, faultproxy):
     """A lookup in a large directory lists it in the background. A file
     created and stored through the mount while those pages arrive must not
     vanish when the listing completes: a listing fetched across a change of
-    the directory's names is not kept."""
-    names = {"big/k%04d" % i: b"" for i in range(2100)}  # 3 pages of 1000
+    the directory's names is not kept. The case is made to happen and
+    checked: the proxy holds the listing's second page 3 s, the file is
+    stored meanwhile (the page is still unanswered when close returns), and
+    the page reaches the mount afterwards."""
+    # two pages: S3 servers list 1000 names a page, AIStore 10000
+    per_page = 10000 if s3server.kind in AISTORE_KINDS else 1000
+    names = {"big/k%05d" % i: b"" for i in range(per_page + 100)}
     seed(s3client, bucket, names, threads=16)
     m = rw_mount(bucket, "attr_timeout=1,entry_timeout=30", endpoint=faultproxy.endpoint)
-    faultproxy.set_faults(latency={"first_byte_ms": 1000, "kind": "ListObjectsV2"})
+    if s3server.kind == "ais":
+        # the native API's listing is a GET of /v1/buckets/BUCKET with the
+        # continuation token in its body: the second listing request
+        page2 = {"kind": "GetObject", "key": "^buckets/", "nth": 2}
+    else:
+        page2 = {"kind": "ListObjectsV2", "query": "continuation-token"}
+    faultproxy.set_faults(latency=dict(first_byte_ms=3000, **page2))
     try:
         with open(m.join("big", "0new"), "wb") as f:  # sorts into the first page
             f.write(b"made while listing")
+        st = faultproxy.stats()
+        pages = admin.stats_json(m.path)["metadata"]["list_pages"]
         assert exists(s3client, bucket, "big/0new")
-        time.sleep(3.5)  # the background listing has ended
+        # stored (close returned) while the listing's second page was held
+        assert st["faults"]["latency"] == 1 and st["requests"]["delayed_in_flight"] == 1, st
+        # that page reaches the mount, which drops the listing (its names
+        # changed meanwhile) instead of installing it
+        assert wait_for(lambda: faultproxy.stats()["requests"]["delayed_in_flight"] == 0 and
+                        admin.stats_json(m.path)["metadata"]["list_pages"] > pages, 30), \
+            (admin.stats_json(m.path)["metadata"], faultproxy.stats()["requests"])
     finally:
         faultproxy.set_faults(latency=None)
     got = os.listdir(m.join("big"))
