@@ -27,6 +27,7 @@ import shlex
 import shutil
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
