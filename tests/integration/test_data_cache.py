@@ -10,7 +10,6 @@ import glob
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -231,14 +230,31 @@ def test_a_cache_dir_that_refuses_o_direct_is_read_through_the_page_cache(
     assert stats(m)["data_cache"]["corrupt"] >= 1
 
 
-def test_kill_9_during_a_fill_leaves_nothing_bad(rw_mount, bucket, dataset, cache_dir):
-    m = live(rw_mount, bucket, "data_cache=256M")
+def test_kill_9_during_a_fill_leaves_nothing_bad(rw_mount, bucket, dataset, cache_dir,
+                                                 faultproxy):
+    """The daemon killed while the cache is being filled: the fetch of
+    big.bin (six blocks) is slowed to 4 s a MiB at the proxy, and the kill
+    comes once the cache has stored some of its blocks and not all, with
+    its GETs still in flight (checked, not slept for)."""
+    m = live(rw_mount, bucket, "data_cache=256M", endpoint=faultproxy.endpoint)
+    faultproxy.set_faults(latency={"per_mib_ms": 4000, "kind": "GetObject", "key": "big\\.bin$"})
+    nblocks = -(-len(dataset["ds/big.bin"]) // MiB)
     proc = subprocess.Popen(["cat", m.join("ds/big.bin")], stdout=subprocess.DEVNULL)
-    time.sleep(0.05)
-    for pid in daemon_pids(m.path):
-        os.kill(pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    seen = {}
+
+    def filling():
+        seen["cache"] = stats(m)["data_cache"]
+        seen["proxy"] = faultproxy.stats()["requests"]
+        return 1 <= seen["cache"]["inserts"] < nblocks and seen["proxy"]["delayed_in_flight"] >= 1
+    try:
+        assert wait_for(filling, 60), "no fill under way: %s" % seen
+    finally:
+        for pid in daemon_pids(m.path):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=30)
     m.unmount(check=False)
+    stored = blocks(cache_dir)
+    assert 1 <= len(stored) < nblocks, (stored, seen)  # what the fill had stored
     m = live(rw_mount, bucket, "data_cache=256M")
     assert read_tree(m, dataset) == dataset
     settle(m)
