@@ -86,24 +86,49 @@ def test_status_json_has_one_object_per_mount(rw_mount, bucket, s3client, s3serv
     assert mine(ctl_json(["status", "--json"]), m2.path) is None
 
 
-def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client):
+def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client, faultproxy):
+    """The counts are the mount's real ones: each operation's requests as
+    many as the proxy in front of the server saw of that kind, and exact
+    numbers for the work the test did (one file of 300,000 bytes read, one
+    of 3 bytes written)."""
     want = payload("js-stats", 300000)
     s3client.put_object(Bucket=bucket, Key="f.bin", Body=want)
-    m = live(rw_mount, bucket, opts="data_cache=64M")  # every field present
+    m = live(rw_mount, bucket, opts="data_cache=64M",  # every field present
+             endpoint=faultproxy.endpoint)
+    # from here on: what the mount counts against what the proxy sees (the
+    # bucket check before the mount is made by a client of its own)
+    before = ctl_json(["stats", m.path, "--json"])
+    faultproxy.reset_stats()
     assert read_all(m.join("f.bin")) == want
     with open(m.join("new"), "wb") as f:
         f.write(b"new")
+    assert wait_for(lambda: ctl_json(["stats", m.path, "--json"])["data_cache"]["in_flight"] == 0)
     one = ctl_json(["stats", m.path, "--json"])
+    seen = faultproxy.stats()["requests"]
     assert one["mountpoint"] == m.path and one["bucket"] == bucket
     ops = {o["op"]: o for o in one["operations"]}
-    assert ops["GetObject"]["requests"] >= 1 and ops["PutObject"]["requests"] >= 1, ops
-    assert ops["GetObject"]["received_bytes"] >= len(want)
+    ops0 = {o["op"]: o["requests"] for o in before["operations"]}
+    # every request the proxy saw, counted under its operation, and no other
+    done = {op: o["requests"] - ops0.get(op, 0) for op, o in ops.items()}
+    assert {op: n for op, n in done.items() if n} == seen["by_kind"], (done, seen)
+    assert one["requests"]["total"] - before["requests"]["total"] == seen["total"], \
+        (one["requests"], before["requests"], seen)
+    assert one["requests"]["short_bodies"] == 0 and one["requests"]["retries"] == 0
+    assert done["GetObject"] == 1 and done["PutObject"] == 1, done
+    assert ops["GetObject"]["received_bytes"] == len(want), ops["GetObject"]
     assert ops["GetObject"]["latency_p50_ms"] <= ops["GetObject"]["latency_p99_ms"]
-    assert one["reads"]["read_bytes"] >= len(want)
-    assert one["requests"]["total"] >= 2 and one["requests"]["short_bodies"] == 0
-    assert one["writes"]["commits"] >= 1 and one["writes"]["uploaded_bytes"] >= 3
+    # (a file this small comes whole with its lookup: no reads.gets of its own)
+    assert one["reads"]["read_bytes"] == len(want), one["reads"]
+    w = one["writes"]
+    assert (w["commits"], w["uploaded_bytes"], w["part_uploads"], w["commit_failures"]) == \
+        (1, 3, 0, 0), w
     assert one["memory"]["resident_bytes"] > 0 and one["recovery_files"] == 0
-    assert one["data_cache"]["limit_bytes"] == 64 << 20 and one["data_cache"]["storing"] is True
+    dc = one["data_cache"]
+    assert dc["limit_bytes"] == 64 << 20 and dc["storing"] is True, dc
+    # each file is one block of the cache, stored once: the one read and
+    # the one written; nothing was read from the cache
+    assert (dc["inserts"], dc["insert_bytes"], dc["blocks"], dc["hits"]) == \
+        (2, len(want) + 3, 2, 0), dc
     # every field is documented, and every documented stats field is there
     doc = documented()
     got = paths(one)
@@ -111,10 +136,10 @@ def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client):
     status_only = {"answering", "open_files", "open_writers", "commits_in_flight", "cache_dir",
                    "read_only", "last_error", "last_error_time", "source", "error"}
     assert doc - status_only <= got, "documented but missing: %s" % sorted(doc - status_only - got)
-    # the array form holds the same mount
-    arr = ctl_json(["stats", "--json"])
-    again = mine(arr, m.path)
-    assert again and again["requests"]["total"] >= one["requests"]["total"]
+    # the array form holds the same mount, with the same counts (nothing
+    # was done meanwhile)
+    again = mine(ctl_json(["stats", "--json"]), m.path)
+    assert again and again["requests"]["total"] == one["requests"]["total"], again
 
 
 def test_stats_json_read_only_mount_has_null_writes(mount, bucket):
