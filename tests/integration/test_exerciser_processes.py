@@ -22,7 +22,14 @@ def test_omfsx_processes(rw_mount, bucket, s3client, tmp_path):
                "-S", str(2 * MiB), "-w", str(128 * 1024), "-m", models, m.path]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, "omfsx failed:\n%s\n%s" % (p.stdout[-6000:], p.stderr[-6000:])
-    for name in sorted(os.listdir(models)):
+    # the two files ran every operation and left a model each: a run that
+    # wrote no model would compare nothing
+    assert p.stdout.strip().endswith("survived: 10000 10000 of 10000 operations"), p.stdout
+    names = sorted(os.listdir(models))
+    assert names == ["fsx0", "fsx1"], names
+    stored = [o["Key"] for o in s3client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert stored == names, stored
+    for name in names:
         with open(os.path.join(models, name), "rb") as f:
             want = f.read()
         got = s3client.get_object(Bucket=bucket, Key=name)["Body"].read()
