@@ -129,6 +129,7 @@ function emptyStats() {
     requests: {
       total: 0, by_method: {}, by_kind: {}, by_listener: {}, in_flight: 0, peak_in_flight: 0,
       by_key: {}, // see config.count_keys
+      hops_by_kind: {}, // of by_kind, requests to a redirect target (hop_redirects)
       delayed_in_flight: 0, // requests the latency fault delayed that have not ended
     },
     faults: { latency: 0, errors: 0, reset: 0, truncate: 0, short_put: 0 },
@@ -219,6 +220,7 @@ class State {
     r.total++;
     r.by_method[ctx.method] = (r.by_method[ctx.method] || 0) + 1;
     r.by_kind[ctx.kind] = (r.by_kind[ctx.kind] || 0) + 1;
+    if (ctx.hop) r.hops_by_kind[ctx.kind] = (r.hops_by_kind[ctx.kind] || 0) + 1;
     r.by_listener[ctx.listener] = (r.by_listener[ctx.listener] || 0) + 1;
     r.in_flight++;
     if (r.in_flight > r.peak_in_flight) r.peak_in_flight = r.in_flight;
