@@ -116,6 +116,7 @@ struct robj {
     struct om_reader *readers; /* open handles, through om_reader.o_next */
     int nreaders;
     int loading; /* GETs and cache loads in flight */
+    uint64_t gets; /* ranged GETs of this version started, by every handle */
     int stores;  /* segments the data cache is still copying */
     bool cacheable; /* the data cache may hold blocks of this version */
     struct om_dcache_obj dobj;
@@ -621,6 +622,7 @@ static void submit_get(struct om_readers *rs, struct om_read_seg *s)
         .ud = s,
     };
     o->loading++;
+    o->gets++;
     rs->st.gets++;
     rs->st.get_bytes += s->len;
     if (s->prefetch)
@@ -1421,6 +1423,14 @@ static void cancel_loading(struct om_reader *r, uint64_t from, bool all)
             (all || s->starter == r))
             om_store_get_cancel(r->rs->store, &s->get);
     }
+}
+
+uint64_t om_reader_object_gets(struct om_reader *r)
+{
+    pthread_mutex_lock(&r->rs->lock);
+    uint64_t n = r->o->gets;
+    pthread_mutex_unlock(&r->rs->lock);
+    return n;
 }
 
 void om_reader_close(struct om_reader *r)
