@@ -1425,6 +1425,13 @@ static void cancel_loading(struct om_reader *r, uint64_t from, bool all)
     }
 }
 
+void om_reader_set_window(struct om_reader *r, uint64_t window)
+{
+    pthread_mutex_lock(&r->rs->lock);
+    r->window = OM_MAX(OM_MIN(window, r->rs->cfg.prefetch_max), r->rs->cfg.prefetch_initial);
+    pthread_mutex_unlock(&r->rs->lock);
+}
+
 uint64_t om_reader_object_gets(struct om_reader *r)
 {
     pthread_mutex_lock(&r->rs->lock);

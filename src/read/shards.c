@@ -669,6 +669,10 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
     sh->stream = om_reader_open(ss->rs, key, file->size, file->etag);
     if (!sh->ranges || !sh->stream)
         goto fail;
+    /* both read on sequentially at first (the pass, the walk): part-sized
+     * GETs from the start, not a window growing from prefetch_initial */
+    om_reader_set_window(sh->ranges, file->size);
+    om_reader_set_window(sh->stream, file->size);
     rc = build(ss, sh);
     if (rc)
         goto fail;
