@@ -89,7 +89,7 @@ def test_status_json_has_one_object_per_mount(rw_mount, bucket, s3client, s3serv
 def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client):
     want = payload("js-stats", 300000)
     s3client.put_object(Bucket=bucket, Key="f.bin", Body=want)
-    m = live(rw_mount, bucket, opts="data_cache=64M")  # every field present
+    m = live(rw_mount, bucket, opts="data_cache=64M,shards=tar")  # every field present
     assert read_all(m.join("f.bin")) == want
     with open(m.join("new"), "wb") as f:
         f.write(b"new")
@@ -123,6 +123,7 @@ def test_stats_json_read_only_mount_has_null_writes(mount, bucket):
     one = ctl_json(["stats", m.path, "--json"])
     assert one["writes"] is None
     assert one["data_cache"] is None  # not asked for
+    assert one["shards"] is None
     assert mine(ctl_json(["status", "--json"]), m.path)["read_only"] is True
 
 

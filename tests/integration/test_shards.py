@@ -348,3 +348,60 @@ def test_a_walk_in_tar_order_costs_a_few_gets_per_shard(rw_mount, bucket, s3clie
     assert st["stream_reads"] >= len(order) - 2, st
     assert 1 <= st["gets"] <= 4 + len(data) // (8 * MiB), st
     assert st["gets"] / st["members_read"] <= 0.01, st
+
+
+OM_PREFETCH_IOC_SIZE = 16000
+OM_IOC_PREFETCH = (1 << 30) | (OM_PREFETCH_IOC_SIZE << 16) | (ord("o") << 8) | 0x50
+
+
+def hint(dirpath, names):
+    """OM_IOC_PREFETCH on a shard's directory: its members, in order."""
+    import fcntl
+    fd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flag, chunk = b"r", b""
+        for n in names:
+            b = n.encode()
+            if len(chunk) + len(b) + 3 > OM_PREFETCH_IOC_SIZE:
+                fcntl.ioctl(fd, OM_IOC_PREFETCH,
+                            bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
+                flag, chunk = b"a", b""
+            chunk += (b"\n" if chunk else b"") + b
+        fcntl.ioctl(fd, OM_IOC_PREFETCH,
+                    bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("order", ["tar", "shuffled"])
+def test_an_order_hint_on_a_shard(rw_mount, bucket, s3client, order):
+    """A hint in tar order is streamed from its first read; one in another
+    order has the next hinted members fetched ahead. Bytes are exact."""
+    import random
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for i in range(300):
+            add_file(tf, "%04d.jpg" % i, 60 * 1024 + 13 * i)
+    data = buf.getvalue()
+    put(s3client, bucket, "h.tar", data)
+    m = live(rw_mount, bucket)
+    os.listdir(m.join("h.tar"))  # the pass over headers
+    m.unmount()
+    m = live(rw_mount, bucket)  # kept index: nothing of the shard in memory
+    names = ["%04d.jpg" % i for i in range(300)]
+    if order == "shuffled":
+        random.Random(7).shuffle(names)
+    else:
+        names = names[::3]  # every third: each read lands beyond the last (hinted)
+    hint(m.join("h.tar"), names)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        want = {ti.name: tf.extractfile(ti).read() for ti in tf}
+    for n in names:
+        with open(m.join("h.tar", n), "rb") as f:
+            check_bytes(f.read(), want[n], n)
+    st = stats(m)
+    assert st["index_hits"] == 1 and st["members_read"] == len(names), st
+    if order == "tar":
+        assert st["stream_reads"] >= len(names) and st["gets"] / len(names) <= 0.1, st
+    else:
+        assert st["hinted_prefetches"] >= len(names) // 2, st
