@@ -76,6 +76,10 @@ static inline bool om_shards_member_ino(uint64_t ino)
  * once per version): it stays a file. Caller holds no lock. */
 int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr *file,
                      struct om_attr *dir);
+/* The same, in the background (a listing showed the shard: its lookup
+ * will come); at most 64 waiting, the rest are loaded by their lookups.
+ * Takes a copy of key. No I/O in the caller. */
+void om_shards_attach_later(struct om_shards *ss, const char *key, const struct om_attr *file);
 /* ino is a namespace inode attached as a shard directory: true, and its
  * directory attributes in *dir when dir is not NULL. No I/O. */
 bool om_shards_is_dir(struct om_shards *ss, uint64_t ino, struct om_attr *dir);

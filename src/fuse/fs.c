@@ -998,19 +998,45 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         om_meta_releasedir(fs->meta, d);
 }
 
+#define DIR_SHARDS 64
+
 struct dirbuf {
     fuse_req_t req;
     struct om_fs *fs;
     char *buf;
     size_t size, used;
     bool plus;
+    /* shards the page listed whose indexes are not loaded yet */
+    uint64_t shards[DIR_SHARDS];
+    int nshards;
 };
+
+/* A listed name that will be a shard's directory: its index is loaded
+ * in the background, before the lookup that comes next. */
+static void note_listed_shard(struct dirbuf *b, const char *name, const struct om_attr *a)
+{
+    if (b->fs->shards && a->ino && S_ISREG(a->mode) && om_shards_name(name) &&
+        b->nshards < DIR_SHARDS && !om_shards_is_dir(b->fs->shards, a->ino, NULL))
+        b->shards[b->nshards++] = a->ino;
+}
+
+static void load_listed_shards(struct dirbuf *b)
+{
+    for (int i = 0; i < b->nshards; i++) {
+        char *key = NULL;
+        struct om_attr a;
+        if (om_meta_key(b->fs->meta, b->shards[i], &key, &a) == 0)
+            om_shards_attach_later(b->fs->shards, key, &a);
+        free(key);
+    }
+}
 
 static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t next)
 {
     struct dirbuf *b = ud;
     size_t room = b->size - b->used;
     size_t n;
+    note_listed_shard(b, name, a);
     if (b->plus) {
         /* a file open for writing gets no attributes here: the kernel looks
          * it up and the lookup shows the writer's size (readdir runs under
@@ -1055,6 +1081,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct om_dirh *d = (struct om_dirh *)(uintptr_t)fi->fh;
     int rc = d ? om_meta_readdir(fs->meta, d, off, plus, dir_fill, &b)
                : om_shards_readdir(fs->shards, ino, off, dir_fill, &b);
+    load_listed_shards(&b); /* meta's lock is released */
     if (rc && b.used == 0)
         reply_error(req, rc);
     else

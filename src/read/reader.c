@@ -2027,6 +2027,16 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
             rc = -EIO;
         at += v.fd_len[k];
     }
+    /* or read with O_DIRECT into the data cache's buffer (a view of data
+     * cache files): this copy was missing, and the caller's buffer went
+     * back with whatever it held (a shard member read on a remount got
+     * another member's bytes) */
+    for (int k = 0; k < v.ndirect && rc > 0; k++) {
+        memcpy(buf + at, v.direct[k].iov_base, v.direct[k].iov_len);
+        at += v.direct[k].iov_len;
+    }
+    if (rc > 0 && at != (size_t)rc)
+        rc = -EIO; /* every form of view must have been copied whole */
     om_reader_view_done(r, &v);
     return rc;
 }

@@ -30,7 +30,8 @@
 #define INDEX_FILE_MAX (512ULL << 20)    /* largest kept index file read */
 #define PIDS 16                          /* processes whose walk a shard follows */
 #define HINT_AHEAD 16                    /* hinted members fetched ahead */
-#define PREFETCH_THREADS 2
+#define PREFETCH_THREADS 4
+#define ATTACH_QUEUE 64 /* shards a listing showed, whose indexes are loaded ahead */
 #define PREFETCH_QUEUE 256
 
 /* One process's walk through a shard. */
@@ -88,7 +89,12 @@ struct om_shards {
         char etag[OM_ETAG_MAX];
     } *refused;
     size_t nrefused, refused_cap;
-    pthread_mutex_t load_lock; /* one index load at a time */
+    /* shards whose index is being loaded (by their directory's inode): a
+     * second attach of one waits for the first; different shards load at
+     * once */
+    uint64_t loading[64];
+    int nloading;
+    pthread_cond_t loaded;
     /* hinted members fetched ahead */
     pthread_t threads[PREFETCH_THREADS];
     int nthreads;
@@ -98,6 +104,11 @@ struct om_shards {
         uint32_t member;
     } queue[PREFETCH_QUEUE];
     size_t qhead, qlen;
+    struct pending {
+        char *key;
+        struct om_attr file;
+    } pend[ATTACH_QUEUE];
+    size_t npend;
     bool stopping;
     struct om_shards_stats stats;
 };
@@ -302,7 +313,7 @@ struct om_shards *om_shards_new(struct om_store *store, struct om_readers *reade
         .stream_after = OM_SHARD_STREAM_AFTER,
     };
     pthread_mutex_init(&ss->lock, NULL);
-    pthread_mutex_init(&ss->load_lock, NULL);
+    pthread_cond_init(&ss->loaded, NULL);
     pthread_cond_init(&ss->cond, NULL);
     if (om_htable_init(&ss->by_ino, 64)) {
         free(ss->dir);
@@ -325,6 +336,8 @@ void om_shards_free(struct om_shards *ss)
     pthread_mutex_unlock(&ss->lock);
     for (int i = 0; i < ss->nthreads; i++)
         pthread_join(ss->threads[i], NULL);
+    for (size_t i = 0; i < ss->npend; i++)
+        free(ss->pend[i].key);
     for (size_t i = 0; i < ss->nslots; i++)
         shard_free(ss->slots[i]);
     free(ss->slots);
@@ -332,7 +345,7 @@ void om_shards_free(struct om_shards *ss)
     om_htable_destroy(&ss->by_ino);
     pthread_cond_destroy(&ss->cond);
     pthread_mutex_destroy(&ss->lock);
-    pthread_mutex_destroy(&ss->load_lock);
+    pthread_cond_destroy(&ss->loaded);
     free(ss->dir);
     free(ss);
 }
@@ -625,6 +638,18 @@ static bool same_version(const struct shard *sh, const struct om_attr *file)
            (file->etag[0] || sh->file.mtime.tv_sec == file->mtime.tv_sec);
 }
 
+/* The load of dir_ino's index ended. Caller holds ss->lock. */
+static void loaded(struct om_shards *ss, uint64_t dir_ino)
+{
+    for (int i = 0; i < ss->nloading; i++) {
+        if (ss->loading[i] == dir_ino) {
+            ss->loading[i] = ss->loading[--ss->nloading];
+            break;
+        }
+    }
+    pthread_cond_broadcast(&ss->loaded);
+}
+
 int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr *file,
                      struct om_attr *dir)
 {
@@ -641,19 +666,26 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
         return 0;
     if (refused)
         return -EINVAL;
-    pthread_mutex_lock(&ss->load_lock);
-    /* another thread may have loaded it meanwhile */
+    /* one load per shard at a time; another thread may have loaded it meanwhile */
     pthread_mutex_lock(&ss->lock);
+    for (;;) {
+        bool busy = false;
+        for (int i = 0; i < ss->nloading && !busy; i++)
+            busy = ss->loading[i] == file->ino;
+        if (!busy && ss->nloading < (int)(sizeof(ss->loading) / sizeof(ss->loading[0])))
+            break;
+        pthread_cond_wait(&ss->loaded, &ss->lock);
+    }
     sh = current_of(ss, file->ino);
     known = sh && same_version(sh, file);
     refused = !known && was_refused(ss, file->ino, file->etag);
     if (known)
         *dir = sh->dir;
+    if (!known && !refused)
+        ss->loading[ss->nloading++] = file->ino;
     pthread_mutex_unlock(&ss->lock);
-    if (known || refused) {
-        pthread_mutex_unlock(&ss->load_lock);
+    if (known || refused)
         return known ? 0 : -EINVAL;
-    }
     int rc = -ENOMEM;
     sh = calloc(1, sizeof(*sh));
     if (!sh || !(sh->key = strdup(key)))
@@ -708,18 +740,39 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
     sh->current = true;
     ss->stats.shards++;
     *dir = sh->dir;
+    loaded(ss, file->ino);
     pthread_mutex_unlock(&ss->lock);
-    pthread_mutex_unlock(&ss->load_lock);
     return 0;
 fail:
     shard_free(sh);
-    if (rc != -ENOMEM) {
-        pthread_mutex_lock(&ss->lock);
+    pthread_mutex_lock(&ss->lock);
+    if (rc != -ENOMEM)
         note_refused(ss, file->ino, file->etag);
-        pthread_mutex_unlock(&ss->lock);
-    }
-    pthread_mutex_unlock(&ss->load_lock);
+    loaded(ss, file->ino);
+    pthread_mutex_unlock(&ss->lock);
     return rc;
+}
+
+void om_shards_attach_later(struct om_shards *ss, const char *key, const struct om_attr *file)
+{
+    if (!S_ISREG(file->mode))
+        return;
+    pthread_mutex_lock(&ss->lock);
+    struct shard *sh = current_of(ss, file->ino);
+    bool skip = (sh && same_version(sh, file)) || was_refused(ss, file->ino, file->etag) ||
+                ss->npend == ATTACH_QUEUE;
+    for (size_t i = 0; i < ss->npend && !skip; i++)
+        skip = ss->pend[i].file.ino == file->ino;
+    char *k = skip ? NULL : strdup(key);
+    if (k) {
+        /* the first listed is loaded first: the queue is taken from its end */
+        memmove(ss->pend + 1, ss->pend, ss->npend * sizeof(*ss->pend));
+        ss->pend[0].key = k;
+        ss->pend[0].file = *file;
+        ss->npend++;
+        pthread_cond_signal(&ss->cond);
+    }
+    pthread_mutex_unlock(&ss->lock);
 }
 
 bool om_shards_is_dir(struct om_shards *ss, uint64_t ino, struct om_attr *dir)
@@ -982,10 +1035,19 @@ static void *prefetch_main(void *arg)
     size_t cap = 0;
     pthread_mutex_lock(&ss->lock);
     for (;;) {
-        while (!ss->stopping && ss->qlen == 0)
+        while (!ss->stopping && ss->qlen == 0 && ss->npend == 0)
             pthread_cond_wait(&ss->cond, &ss->lock);
         if (ss->stopping)
             break;
+        if (ss->npend) {
+            struct pending pd = ss->pend[--ss->npend];
+            pthread_mutex_unlock(&ss->lock);
+            struct om_attr dir;
+            om_shards_attach(ss, pd.key, &pd.file, &dir);
+            free(pd.key);
+            pthread_mutex_lock(&ss->lock);
+            continue;
+        }
         struct shard *sh = ss->queue[ss->qhead].sh;
         uint32_t member = ss->queue[ss->qhead].member;
         ss->qhead = (ss->qhead + 1) % PREFETCH_QUEUE;

@@ -21,14 +21,20 @@ reading whole files and checking their MD5:
   shards-hinted   a shuffled order, each shard's part of it given as an
                   order hint on the shard's directory
   shards-random   the shuffled order, no hint
+  shards-*-kept   the same, on a mount whose cache_dir holds the indexes an
+                  earlier mount built (a later epoch, a remount, another
+                  node sharing cache_dir): no pass over the shards, the
+                  reads alone fetch them
   wds             no mount: WebDataset's way, Python's tarfile over a
                   streaming boto3 GET of each shard (worker k streams shards
                   k, k+R, ...), every member read
 
 Every objmount run is a fresh mount with an empty cache_dir (the shard
 indexes are built by the run, inside its time), page cache dropped; the
-time includes listing the data set (what ImageFolder does first).
-images/s = images / (listing + the slowest reader); GETs per image from
+time includes listing the data set (what ImageFolder does first, and
+where the shards' indexes are built). images/s = images / (listing + the
+slowest reader's own time, from its first read: interpreter and boto3
+start-up are not counted, for any case); GETs per image from
 objmountctl stats (objmount) or the shards streamed (wds).
 
 Prints a Markdown table; --out writes JSON. Must run as root.
@@ -173,7 +179,9 @@ def run_workers(script, specs, work):
     bad = sum((o["bad"] for o in outs), [])
     if bad:
         raise RuntimeError("DATA MISMATCH in %d images, first %s" % (len(bad), bad[0]))
-    return sum(o["images"] for o in outs)
+    # each reader's own time: from its first read (after its interpreter
+    # and, for wds, boto3 started) to its last
+    return sum(o["images"] for o in outs), max(o["seconds"] for o in outs)
 
 
 def objmount_run(case, args, fp, work, imgs, members, shuffled, md5):
@@ -184,6 +192,16 @@ def objmount_run(case, args, fp, work, imgs, members, shuffled, md5):
     if args.objmount_opts:
         p.extra += args.objmount_opts.split(",")
     mnt = os.path.join(pw, "mnt")
+    kept = case.endswith("-kept")
+    case = case[:-len("-kept")] if kept else case
+    if kept:
+        # an earlier mount of the same cache_dir built the indexes
+        m = p.mount(fp.endpoint, mnt, pw, os.path.join(pw, "daemon0.log"), timeout=60)
+        try:
+            for d in os.listdir(os.path.join(mnt, "shards")):
+                os.listdir(os.path.join(mnt, "shards", d))
+        finally:
+            peermod.unmount(m, timeout=30)
     drop_caches()
     m = p.mount(fp.endpoint, mnt, pw, os.path.join(pw, "daemon.log"), timeout=60)
     try:
@@ -212,14 +230,15 @@ def objmount_run(case, args, fp, work, imgs, members, shuffled, md5):
                     hint(d, [n for n in shuffled if n in inpart])
         want = {pp: md5[os.path.basename(pp)] for pp in paths}
         specs = [[paths[k::args.readers], want] for k in range(args.readers)]
-        n = run_workers(WORKER, specs, pw)
-        elapsed = time.monotonic() - t0
+        listing = time.monotonic() - t0
+        n, reading = run_workers(WORKER, specs, pw)
+        elapsed = listing + reading
         st = json.loads(subprocess.run([p.ctl, "stats", "--json", mnt], capture_output=True,
                                        text=True).stdout)
         st = st[0] if isinstance(st, list) else st
         gets = st["reads"]["gets"] + st["reads"].get("lookup_whole_gets", 0)
-        row = {"images": n, "seconds": round(elapsed, 2), "images_per_s": round(n / elapsed, 1),
-               "gets": gets, "gets_per_image": round(gets / n, 4),
+        row = {"images": n, "seconds": round(elapsed, 2), "listing_s": round(listing, 2),
+               "images_per_s": round(n / elapsed, 1), "gets": gets, "gets_per_image": round(gets / n, 4),
                "peak_buffers_mib": round(st["memory"]["read_buffer_peak_bytes"] / 2**20, 1)}
         if st.get("shards"):
             row["shards"] = st["shards"]
@@ -234,14 +253,13 @@ def wds_run(args, fp, work, shards, md5):
               "bucket": BUCKET, "shards": keys[k::args.readers], "want": md5}
              for k in range(args.readers)]
     pw = tempfile.mkdtemp(dir=work)
-    t0 = time.monotonic()
-    n = run_workers(WDS_WORKER, specs, pw)
-    elapsed = time.monotonic() - t0
+    n, elapsed = run_workers(WDS_WORKER, specs, pw)
     return {"images": n, "seconds": round(elapsed, 2), "images_per_s": round(n / elapsed, 1),
             "gets": len(keys), "gets_per_image": round(len(keys) / n, 4)}
 
 
-CASES = ["files-order", "files-hinted", "shards-order", "shards-hinted", "shards-random", "wds"]
+CASES = ["files-order", "files-hinted", "shards-order", "shards-hinted", "shards-random",
+         "shards-order-kept", "shards-hinted-kept", "shards-random-kept", "wds"]
 
 
 def measure(args):
