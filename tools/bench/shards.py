@@ -22,9 +22,9 @@ reading whole files and checking their MD5:
                   order hint on the shard's directory
   shards-random   the shuffled order, no hint
   shards-*-kept   the same, on a mount whose cache_dir holds the indexes an
-                  earlier mount built (a later epoch, a remount, another
-                  node sharing cache_dir): no pass over the shards, the
-                  reads alone fetch them
+                  earlier mount built (a remount, another node sharing
+                  cache_dir), with data_cache=off: no pass over the shards,
+                  the reads alone fetch them from the store
   wds             no mount: WebDataset's way, Python's tarfile over a
                   streaming boto3 GET of each shard (worker k streams shards
                   k, k+R, ...), every member read
@@ -195,6 +195,8 @@ def objmount_run(case, args, fp, work, imgs, members, shuffled, md5):
     kept = case.endswith("-kept")
     case = case[:-len("-kept")] if kept else case
     if kept:
+        # the index kept, the data not: the reads fetch the shards
+        p.extra.append("data_cache=off")
         # an earlier mount of the same cache_dir built the indexes
         m = p.mount(fp.endpoint, mnt, pw, os.path.join(pw, "daemon0.log"), timeout=60)
         try:
