@@ -29,8 +29,8 @@ struct fh {
     char *key;
     uint64_t size;
     char etag[OM_ETAG_MAX];
-    bool gone_told;
-    struct om_shard_file *member; /* a member of a shard (shards=tar): no reader, no meta */ /* the object vanished or changed while open: said once */
+    bool gone_told; /* the object vanished or changed while open: said once */
+    struct om_shard_file *member; /* a member of a shard (shards=tar): no reader, no meta */
 };
 
 static void fh_free(struct om_fs *fs, struct fh *h)
