@@ -275,6 +275,15 @@ static struct shard *resolve(struct om_shards *ss, uint64_t ino, uint64_t *local
     return sh;
 }
 
+/* resolve() under the table's lock. */
+static struct shard *find(struct om_shards *ss, uint64_t ino, uint64_t *local)
+{
+    pthread_mutex_lock(&ss->lock);
+    struct shard *sh = resolve(ss, ino, local);
+    pthread_mutex_unlock(&ss->lock);
+    return sh;
+}
+
 static void *prefetch_main(void *arg);
 
 struct om_shards *om_shards_new(struct om_store *store, struct om_readers *readers,
@@ -580,6 +589,24 @@ static int dir_path(const struct shard *sh, uint64_t local, const char **path, s
     return 0;
 }
 
+/* dir "/" name into path (OM_SHARD_NAME_MAX + 2 bytes, NUL-terminated):
+ * its length, or 0 when it would be too long. */
+static size_t join(char *path, const char *dir, size_t dlen, const char *name, size_t nlen)
+{
+    if (dlen + 1 + nlen > OM_SHARD_NAME_MAX)
+        return 0;
+    size_t n = 0;
+    if (dlen) {
+        memcpy(path, dir, dlen);
+        path[dlen] = '/';
+        n = dlen + 1;
+    }
+    memcpy(path + n, name, nlen);
+    n += nlen;
+    path[n] = '\0';
+    return n;
+}
+
 static void local_attr(const struct shard *sh, uint64_t local, struct om_attr *a)
 {
     if (local == 0)
@@ -592,10 +619,8 @@ static void local_attr(const struct shard *sh, uint64_t local, struct om_attr *a
 
 int om_shards_lookup(struct om_shards *ss, uint64_t parent, const char *name, struct om_attr *a)
 {
-    pthread_mutex_lock(&ss->lock);
     uint64_t local;
-    struct shard *sh = resolve(ss, parent, &local);
-    pthread_mutex_unlock(&ss->lock);
+    struct shard *sh = find(ss, parent, &local);
     if (!sh)
         return -ESTALE;
     const char *dir;
@@ -606,18 +631,10 @@ int om_shards_lookup(struct om_shards *ss, uint64_t parent, const char *name, st
     size_t nlen = strlen(name);
     if (nlen > OM_SHARD_SEGMENT_MAX)
         return -ENAMETOOLONG;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || dlen + 1 + nlen > OM_SHARD_NAME_MAX)
-        return -ENOENT;
     char path[OM_SHARD_NAME_MAX + 2];
-    size_t len = 0;
-    if (dlen) {
-        memcpy(path, dir, dlen);
-        path[dlen] = '/';
-        len = dlen + 1;
-    }
-    memcpy(path + len, name, nlen);
-    len += nlen;
-    path[len] = '\0';
+    size_t len = join(path, dir, dlen, name, nlen);
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || !len)
+        return -ENOENT;
     uint32_t m, k;
     rc = om_shard_index_find(&sh->ix, path, len, &m);
     if (rc == 0) {
@@ -633,10 +650,8 @@ int om_shards_lookup(struct om_shards *ss, uint64_t parent, const char *name, st
 
 int om_shards_getattr(struct om_shards *ss, uint64_t ino, struct om_attr *a)
 {
-    pthread_mutex_lock(&ss->lock);
     uint64_t local;
-    struct shard *sh = resolve(ss, ino, &local);
-    pthread_mutex_unlock(&ss->lock);
+    struct shard *sh = find(ss, ino, &local);
     if (!sh)
         return -ESTALE;
     local_attr(sh, local, a);
@@ -645,10 +660,8 @@ int om_shards_getattr(struct om_shards *ss, uint64_t ino, struct om_attr *a)
 
 int om_shards_readlink(struct om_shards *ss, uint64_t ino, char **target)
 {
-    pthread_mutex_lock(&ss->lock);
     uint64_t local;
-    struct shard *sh = resolve(ss, ino, &local);
-    pthread_mutex_unlock(&ss->lock);
+    struct shard *sh = find(ss, ino, &local);
     if (!sh)
         return -ESTALE;
     if (local == 0 || local > sh->ix.n || sh->ix.members[local - 1].type != OM_SHARD_SYMLINK)
@@ -683,16 +696,9 @@ static int list_one(void *ud, const char *name, size_t len, uint32_t member)
         member_attr(l->sh, member, &a);
     } else {
         char path[OM_SHARD_NAME_MAX + 2];
-        size_t n = 0;
-        if (l->dlen) {
-            memcpy(path, l->dir, l->dlen);
-            path[l->dlen] = '/';
-            n = l->dlen + 1;
-        }
-        memcpy(path + n, name, len);
-        n += len;
+        size_t n = join(path, l->dir, l->dlen, name, len);
         uint32_t k;
-        if (find_idir(l->sh, path, n, &k))
+        if (!n || find_idir(l->sh, path, n, &k))
             return 0;
         idir_attr(l->sh, k, &a);
     }
@@ -706,10 +712,8 @@ static int list_one(void *ud, const char *name, size_t len, uint32_t member)
 int om_shards_readdir(struct om_shards *ss, uint64_t ino, off_t off, om_shards_fill_cb fill,
                       void *ud)
 {
-    pthread_mutex_lock(&ss->lock);
     uint64_t local;
-    struct shard *sh = resolve(ss, ino, &local);
-    pthread_mutex_unlock(&ss->lock);
+    struct shard *sh = find(ss, ino, &local);
     if (!sh)
         return -ESTALE;
     struct list_state l = {.sh = sh, .pos = 0, .from = off, .fill = fill, .ud = ud};
@@ -925,10 +929,8 @@ ssize_t om_shards_read(struct om_shards *ss, struct om_shard_file *f, pid_t pid,
 
 int om_shards_hint(struct om_shards *ss, uint64_t ino, const char *buf, size_t len)
 {
-    pthread_mutex_lock(&ss->lock);
     uint64_t local;
-    struct shard *sh = resolve(ss, ino, &local);
-    pthread_mutex_unlock(&ss->lock);
+    struct shard *sh = find(ss, ino, &local);
     if (!sh)
         return -ENOTDIR;
     const char *dir;
@@ -965,14 +967,7 @@ int om_shards_hint(struct om_shards *ss, uint64_t ino, const char *buf, size_t l
             p++;
             plen--;
         }
-        if (plen && dlen + 1 + plen <= OM_SHARD_NAME_MAX) {
-            if (dlen) {
-                memcpy(path, dir, dlen);
-                path[dlen] = '/';
-                n = dlen + 1;
-            }
-            memcpy(path + n, p, plen);
-            n += plen;
+        if (plen && (n = join(path, dir, dlen, p, plen))) {
             uint32_t m;
             if (om_shard_index_find(&sh->ix, path, n, &m) == 0 &&
                 sh->ix.members[m].type == OM_SHARD_FILE && sh->hint_pos[m] == UINT32_MAX) {

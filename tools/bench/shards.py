@@ -56,12 +56,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import peers as peermod  # noqa: E402
+from files import hint  # noqa: E402  (the loader's side of OM_IOC_PREFETCH)
 from harness import servers  # noqa: E402  (path set up by peers)
 from harness.faultproxy import FaultProxy  # noqa: E402
 
 BUCKET = peermod.BUCKET
 KiB = 1 << 10
-OM_IOC_PREFETCH = (1 << 30) | (16000 << 16) | (ord("o") << 8) | 0x50
 PHASES = {"loopback": None, "s3-like": {"first_byte_ms": 20, "per_mib_ms": 1000 / 64}}
 
 
@@ -143,23 +143,6 @@ def drop_caches():
             f.write("3\n")
     except OSError:
         pass
-
-
-def hint(directory, names):
-    import fcntl
-
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flag, chunk = b"r", b""
-        for name in names:
-            b = name.encode()
-            if len(chunk) + len(b) + 3 > 16000:
-                fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(16000, b"\0")))
-                flag, chunk = b"a", b""
-            chunk += (b"\n" if chunk else b"") + b
-        fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(16000, b"\0")))
-    finally:
-        os.close(fd)
 
 
 def run_workers(script, specs, work):
