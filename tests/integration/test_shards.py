@@ -348,6 +348,10 @@ def test_a_walk_in_tar_order_costs_a_few_gets_per_shard(rw_mount, bucket, s3clie
     assert st["stream_reads"] >= len(order) - 2, st
     assert 1 <= st["gets"] <= 4 + len(data) // (8 * MiB), st
     assert st["gets"] / st["members_read"] <= 0.01, st
+    # and objmountctl stats says so to people
+    txt = admin.ctl(["stats", m.path]).stdout
+    line = next(ln for ln in txt.splitlines() if ln.startswith("shards:"))
+    assert "1 kept-index hits" in line and "%d read" % len(order) in line, line
 
 
 OM_PREFETCH_IOC_SIZE = 16000
