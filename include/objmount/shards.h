@@ -17,8 +17,10 @@
  * a few large ranges) that serves every member in order; the others go
  * through the shard's ranged handle, the whole member at once when it is
  * at most small_file_size. An order hint (OM_IOC_PREFETCH on the shard's
- * directory) in tar order is streamed; in another order, the next hinted
- * members are fetched ahead by two background threads.
+ * directory) in tar order is streamed; in another order, the shard is read
+ * through once in the background when the hint names most of it and it
+ * fits a quarter of memory_limit, else the next hinted members are fetched
+ * ahead by the background threads.
  *
  * Inode numbers: the shard's directory keeps the namespace's inode of the
  * object; its members and the directories only their names imply get
@@ -48,6 +50,7 @@ struct om_shards_config {
     const char *bucket;
     uint64_t small_member;  /* a ranged read fetches a member up to this whole */
     uint64_t part_size;     /* the stream keeps about this much behind it */
+    uint64_t memory_limit;  /* the read buffers': a hinted shard up to a quarter is read whole */
     bool keep_cache;        /* members keep the kernel's page cache across opens */
 };
 
@@ -129,6 +132,7 @@ struct om_shards_stats {
     uint64_t stream_reads;    /* reads the plan gave the stream */
     uint64_t range_reads;     /* ... a ranged read */
     uint64_t hinted_prefetches; /* members fetched ahead of a hint in another order */
+    uint64_t hinted_whole_shards; /* shards read through for a hint naming most of them */
     uint64_t gets;            /* GETs of the shards' bytes (passes included) */
     uint64_t refused_writes;  /* EROFS answered inside shard directories */
 };

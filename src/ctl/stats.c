@@ -606,6 +606,7 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
         om_json_u64(&j, "stream_reads", n->sh.stream_reads);
         om_json_u64(&j, "range_reads", n->sh.range_reads);
         om_json_u64(&j, "hinted_prefetches", n->sh.hinted_prefetches);
+        om_json_u64(&j, "hinted_whole_shards", n->sh.hinted_whole_shards);
         om_json_u64(&j, "gets", n->sh.gets);
         om_json_u64(&j, "refused_writes", n->sh.refused_writes);
         om_json_end(&j, '}');

@@ -1398,6 +1398,7 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
             .bucket = cfg->bucket,
             .small_member = cfg->small_file_size,
             .part_size = cfg->part_size,
+            .memory_limit = cfg->memory_limit,
             .keep_cache = cfg->keep_cache,
         };
         fs->shards = om_shards_new(client->store, fs->readers, &sc);

@@ -57,6 +57,7 @@ struct shard {
     size_t nhint;
     uint32_t *hint_pos; /* by member, UINT32_MAX: not hinted */
     bool hint_in_order;
+    bool hint_whole; /* the hint's members are most of the shard: it is read whole */
     size_t hint_queued;
     bool current; /* in by_ino */
 };
@@ -798,6 +799,27 @@ static void queue_hinted(struct om_shards *ss, struct shard *sh, size_t pos)
     pthread_mutex_unlock(&ss->lock);
 }
 
+/* Read sh from its first member's data to its end through the stream
+ * handle (the pool keeps what it can; the hinted reads find it there).
+ * *buf (*cap bytes) is scratch. */
+static bool read_through(struct shard *sh, char **buf, size_t *cap)
+{
+    if (*cap < (1u << 20)) {
+        char *n = realloc(*buf, 1u << 20);
+        if (!n)
+            return false;
+        *buf = n;
+        *cap = 1u << 20;
+    }
+    for (uint64_t off = sh->ix.first_data; off < sh->ix.shard_size;) {
+        uint64_t n = OM_MIN((uint64_t)(1u << 20), sh->ix.shard_size - off);
+        if (om_reader_read(sh->stream, *buf, n, off) != (ssize_t)n)
+            return false;
+        off += n;
+    }
+    return true;
+}
+
 static void *prefetch_main(void *arg)
 {
     struct om_shards *ss = arg;
@@ -823,6 +845,14 @@ static void *prefetch_main(void *arg)
         ss->qhead = (ss->qhead + 1) % PREFETCH_QUEUE;
         ss->qlen--;
         pthread_mutex_unlock(&ss->lock);
+        if (member == UINT32_MAX) {
+            /* the whole shard, in order, through its stream handle */
+            bool ok = read_through(sh, &buf, &cap);
+            pthread_mutex_lock(&ss->lock);
+            if (ok)
+                ss->stats.hinted_whole_shards++;
+            continue;
+        }
         const struct om_shard_member *m = &sh->ix.members[member];
         uint64_t len = OM_MIN(m->size, OM_MAX(ss->cfg.small_member, 1ULL << 20));
         if (len > cap) {
@@ -878,7 +908,7 @@ ssize_t om_shards_read(struct om_shards *ss, struct om_shard_file *f, pid_t pid,
         if (sh->st.pos > keep && sh->st.pos - keep > sh->st.kept_from)
             sh->st.kept_from = sh->st.pos - keep;
     }
-    if (hpos != UINT32_MAX && !sh->hint_in_order)
+    if (hpos != UINT32_MAX && !sh->hint_in_order && !sh->hint_whole)
         queue_hinted(ss, sh, hpos);
     pthread_mutex_unlock(&sh->lock);
 
@@ -987,8 +1017,30 @@ int om_shards_hint(struct om_shards *ss, uint64_t ino, const char *buf, size_t l
     for (size_t i = 1; i < sh->nhint && sh->hint_in_order; i++)
         sh->hint_in_order =
             sh->ix.members[sh->hint[i]].offset > sh->ix.members[sh->hint[i - 1]].offset;
-    if (!sh->hint_in_order && sh->nhint)
+    /* in another order: the next hinted members are fetched ahead, or,
+     * when the hint names most of a shard that fits a quarter of the read
+     * buffers, the shard is read through once (part-sized GETs, as a walk)
+     * rather than one GET per member */
+    uint64_t hinted = 0;
+    for (size_t i = 0; i < sh->nhint; i++)
+        hinted += sh->ix.members[sh->hint[i]].size;
+    bool whole = !sh->hint_in_order && sh->nhint && hinted * 2 >= sh->ix.shard_size &&
+                 sh->ix.shard_size <= ss->cfg.memory_limit / 4;
+    if (whole && !sh->hint_whole) {
+        sh->hint_whole = true;
+        pthread_mutex_lock(&ss->lock);
+        if (ss->qlen < PREFETCH_QUEUE) {
+            size_t at = (ss->qhead + ss->qlen) % PREFETCH_QUEUE;
+            ss->queue[at].sh = sh;
+            ss->queue[at].member = UINT32_MAX;
+            ss->qlen++;
+            pthread_cond_signal(&ss->cond);
+        }
+        pthread_mutex_unlock(&ss->lock);
+    } else if (!whole && !sh->hint_in_order && sh->nhint) {
+        sh->hint_whole = false;
         queue_hinted(ss, sh, 0);
+    }
     pthread_mutex_unlock(&sh->lock);
     return rc;
 }

@@ -377,10 +377,12 @@ def hint(dirpath, names):
         os.close(fd)
 
 
-@pytest.mark.parametrize("order", ["tar", "shuffled"])
+@pytest.mark.parametrize("order", ["tar", "shuffled", "shuffled-small-memory"])
 def test_an_order_hint_on_a_shard(rw_mount, bucket, s3client, order):
     """A hint in tar order is streamed from its first read; one in another
-    order has the next hinted members fetched ahead. Bytes are exact."""
+    order naming most of a shard that fits a quarter of memory_limit has it
+    read through once; with less memory, the next hinted members are
+    fetched ahead. Bytes are exact."""
     import random
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
@@ -391,9 +393,10 @@ def test_an_order_hint_on_a_shard(rw_mount, bucket, s3client, order):
     m = live(rw_mount, bucket)
     os.listdir(m.join("h.tar"))  # the pass over headers
     m.unmount()
-    m = live(rw_mount, bucket)  # kept index: nothing of the shard in memory
+    opts = "memory_limit=24M,part_size=5M" if order == "shuffled-small-memory" else ""
+    m = live(rw_mount, bucket, opts)  # kept index: nothing of the shard in memory
     names = ["%04d.jpg" % i for i in range(300)]
-    if order == "shuffled":
+    if order != "tar":
         random.Random(7).shuffle(names)
     else:
         names = names[::3]  # every third: each read lands beyond the last (hinted)
@@ -407,7 +410,10 @@ def test_an_order_hint_on_a_shard(rw_mount, bucket, s3client, order):
     assert st["index_hits"] == 1 and st["members_read"] == len(names), st
     if order == "tar":
         assert st["stream_reads"] >= len(names) and st["gets"] / len(names) <= 0.1, st
+    elif order == "shuffled":
+        assert st["hinted_whole_shards"] == 1 and st["gets"] <= 8, st
     else:
+        assert st["hinted_whole_shards"] == 0, st
         assert st["hinted_prefetches"] >= len(names) // 2, st
 
 
