@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "objmount/hash.h"
@@ -58,6 +59,12 @@ struct shard {
     uint32_t *hint_pos; /* by member, UINT32_MAX: not hinted */
     bool hint_in_order;
     bool hint_whole; /* the hint's members are most of the shard: it is read whole */
+    /* the read-through under way: bytes before through_pos are in the pool
+     * (or were: the pool may have evicted them); reads of members after it
+     * wait for it rather than start GETs of their own */
+    bool through;
+    uint64_t through_pos;
+    pthread_cond_t through_cv;
     size_t hint_queued;
     bool current; /* in by_ino */
 };
@@ -244,6 +251,7 @@ static void shard_free(struct shard *sh)
     free(sh->hint_pos);
     free(sh->key);
     pthread_mutex_destroy(&sh->lock);
+    pthread_cond_destroy(&sh->through_cv);
     free(sh);
 }
 
@@ -467,6 +475,11 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
     if (!sh || !(sh->key = strdup(key)))
         goto fail;
     pthread_mutex_init(&sh->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* om_cond_wait_ms */
+    pthread_cond_init(&sh->through_cv, &ca);
+    pthread_condattr_destroy(&ca);
     sh->dir_ino = file->ino;
     sh->file = *file;
     sh->dir = *file;
@@ -811,13 +824,21 @@ static bool read_through(struct shard *sh, char **buf, size_t *cap)
         *buf = n;
         *cap = 1u << 20;
     }
-    for (uint64_t off = sh->ix.first_data; off < sh->ix.shard_size;) {
+    bool ok = true;
+    for (uint64_t off = sh->ix.first_data; off < sh->ix.shard_size && ok;) {
         uint64_t n = OM_MIN((uint64_t)(1u << 20), sh->ix.shard_size - off);
-        if (om_reader_read(sh->stream, *buf, n, off) != (ssize_t)n)
-            return false;
+        ok = om_reader_read(sh->stream, *buf, n, off) == (ssize_t)n;
         off += n;
+        pthread_mutex_lock(&sh->lock);
+        sh->through_pos = off;
+        pthread_cond_broadcast(&sh->through_cv);
+        pthread_mutex_unlock(&sh->lock);
     }
-    return true;
+    pthread_mutex_lock(&sh->lock);
+    sh->through = false;
+    pthread_cond_broadcast(&sh->through_cv);
+    pthread_mutex_unlock(&sh->lock);
+    return ok;
 }
 
 static void *prefetch_main(void *arg)
@@ -910,6 +931,12 @@ ssize_t om_shards_read(struct om_shards *ss, struct om_shard_file *f, pid_t pid,
     }
     if (hpos != UINT32_MAX && !sh->hint_in_order && !sh->hint_whole)
         queue_hinted(ss, sh, hpos);
+    /* a hinted member the read-through will reach: wait for it (at most
+     * 30 s), then it is in the pool */
+    uint64_t waited_from = om_now_ms();
+    while (hpos != UINT32_MAX && sh->through && sh->through_pos < p.end &&
+           om_now_ms() - waited_from < 30000)
+        om_cond_wait_ms(&sh->through_cv, &sh->lock, 1000);
     pthread_mutex_unlock(&sh->lock);
 
     ssize_t n;
@@ -1028,6 +1055,8 @@ int om_shards_hint(struct om_shards *ss, uint64_t ino, const char *buf, size_t l
                  sh->ix.shard_size <= ss->cfg.memory_limit / 4;
     if (whole && !sh->hint_whole) {
         sh->hint_whole = true;
+        sh->through = true;
+        sh->through_pos = sh->ix.first_data;
         pthread_mutex_lock(&ss->lock);
         if (ss->qlen < PREFETCH_QUEUE) {
             size_t at = (ss->qhead + ss->qlen) % PREFETCH_QUEUE;
