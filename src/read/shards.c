@@ -915,6 +915,13 @@ ssize_t om_shards_read(struct om_shards *ss, struct om_shard_file *f, pid_t pid,
     };
     struct om_shard_read_plan p = om_shard_plan_read(&sh->ix, &q, &sh->st, &w->r, &ss->plan);
     w->r = p.next;
+    if (p.kind == OM_SHARD_READ_STREAM && hpos != UINT32_MAX && sh->hint_whole) {
+        /* the read-through owns the stream handle: a read of its own there
+         * would reset the handle's sequential window */
+        p.kind = OM_SHARD_READ_RANGE;
+        p.range_off = p.off;
+        p.range_end = p.end;
+    }
     if (p.kind == OM_SHARD_READ_STREAM) {
         if (p.open_stream) {
             sh->st.active = true;
@@ -934,7 +941,10 @@ ssize_t om_shards_read(struct om_shards *ss, struct om_shard_file *f, pid_t pid,
     /* a hinted member the read-through will reach: wait for it (at most
      * 30 s), then it is in the pool */
     uint64_t waited_from = om_now_ms();
-    while (hpos != UINT32_MAX && sh->through && sh->through_pos < p.end &&
+    /* the pool rounds a random read out (64 KiB, or the data cache's 1 MiB
+     * blocks): wait until the read-through has passed that too */
+    uint64_t reach = OM_MIN(p.end + (1ULL << 20), sh->ix.shard_size);
+    while (hpos != UINT32_MAX && sh->through && sh->through_pos < reach &&
            om_now_ms() - waited_from < 30000)
         om_cond_wait_ms(&sh->through_cv, &sh->lock, 1000);
     pthread_mutex_unlock(&sh->lock);

@@ -227,6 +227,7 @@ def objmount_run(case, args, fp, work, imgs, members, shuffled, md5):
                "peak_buffers_mib": round(st["memory"]["read_buffer_peak_bytes"] / 2**20, 1)}
         if st.get("shards"):
             row["shards"] = st["shards"]
+        row["reads"] = st["reads"]
         return row
     finally:
         peermod.unmount(m, timeout=30)
