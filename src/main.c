@@ -569,6 +569,7 @@ int main(int argc, char **argv)
         .readers = fs.readers,
         .dcache = fs.dcache,
         .prefetch = fs.prefetch,
+        .shards = fs.shards,
         .writers = fs.writers,
     };
     struct om_ctl *ctl = om_ctl_start(&sources, cfg.mountpoint, err, sizeof(err));

@@ -42,6 +42,7 @@ FILES = {
     "integration/test_read_memory.py": STRESS,
     "integration/test_prefetch_files.py": EVERY,
     "integration/test_data_cache.py": EVERY,
+    "integration/test_shards.py": EVERY,
     "integration/test_integrity.py": EVERY,
     # write
     "integration/test_write_roundtrip.py": EVERY,

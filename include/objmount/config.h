@@ -88,6 +88,8 @@ struct om_config {
     uint64_t min_free_space; /* 0 = min(1 GiB, 2% of the cache filesystem) */
     uint64_t upload_retries;
     uint64_t upload_retry_delay_ms;
+    char *shards;    /* "tar" or "off"; NULL = off */
+    bool shards_tar; /* shards=tar: *.tar objects are directories of their members */
     char *verify; /* "digest" (or its old name "etag"), "read" or "size" */
     bool no_overwrite;
     uint64_t parts_in_flight;

@@ -14,6 +14,7 @@
 #include "objmount/ns.h"
 #include "objmount/prefetch.h"
 #include "objmount/reader.h"
+#include "objmount/shards.h"
 #include "objmount/writer.h"
 
 struct om_fs {
@@ -26,6 +27,7 @@ struct om_fs {
     struct om_writers *writers;
     struct om_ns *ns;
     struct om_manifest *manifest; /* -o manifest: the source of every listing */
+    struct om_shards *shards;     /* -o shards=tar: *.tar objects as directories; NULL: off */
     double attr_timeout; /* seconds, for the kernel */
     double entry_timeout;
     double negative_timeout;

@@ -124,6 +124,17 @@ struct om_read_view {
 ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_read_view *v);
 void om_reader_view_done(struct om_reader *r, struct om_read_view *v);
 
+/* Start r's prefetch window at window bytes (within prefetch_initial and
+ * prefetch_max) instead of prefetch_initial: a handle known to read on
+ * sequentially (a shard's stream) fetches in part-sized GETs at once. A
+ * random read resets it as any window. Takes the pool lock. */
+void om_reader_set_window(struct om_reader *r, uint64_t window);
+
+/* Ranged GETs started so far for the object version r reads, by any of
+ * its handles while one of them stays open (the shards' GETs per member).
+ * Takes the pool lock. */
+uint64_t om_reader_object_gets(struct om_reader *r);
+
 /* Cancel prefetches, wait for requests in flight, free everything. */
 void om_reader_close(struct om_reader *r);
 

@@ -24,6 +24,7 @@ struct om_stats_sources {
     struct om_writers *writers; /* NULL on read-only mounts */
     struct om_dcache *dcache;   /* NULL without a data cache */
     struct om_prefetcher *prefetch; /* NULL: prefetch_files=0 */
+    struct om_shards *shards;       /* NULL: shards=off */
 };
 
 enum om_stats_format {

@@ -157,6 +157,9 @@ static const struct opt options[] = {
         "whole-upload attempts after the first when a commit fails (default 3)"),
     OPT("upload_retry_delay", "SECONDS", K_MS, upload_retry_delay_ms, 0, 600000,
         "wait before the first whole-upload retry; doubles (default 1)"),
+    OPT("shards", "tar|off", K_STRING, shards, 0, 0,
+        "'tar' shows each object named *.tar as a directory of its members, read as byte "
+        "ranges of the shard and streamed in tar order (default off)"),
     OPT("verify", "HOW", K_STRING, verify, 0, 0,
         "after each commit: 'digest' (default; 'etag' is its old name) checks the size and "
         "the digest the store states (MD5 ETag, multipart ETag, AIStore's checksum) and reads "
@@ -705,6 +708,11 @@ int om_config_finalize(struct om_config *cfg, const struct om_creds *creds, char
                  cfg->verify);
         return -EINVAL;
     }
+    if (cfg->shards && strcmp(cfg->shards, "tar") != 0 && strcmp(cfg->shards, "off") != 0) {
+        snprintf(err, errlen, "option shards: '%s' is not 'tar' or 'off'", cfg->shards);
+        return -EINVAL;
+    }
+    cfg->shards_tar = cfg->shards && strcmp(cfg->shards, "tar") == 0;
     if (!cfg->cache_dir) {
         const char *xdg = env_nonempty("XDG_CACHE_HOME"), *home = env_nonempty("HOME");
         int n;

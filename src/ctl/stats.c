@@ -12,6 +12,7 @@
 #include "objmount/json.h"
 #include "objmount/log.h"
 #include "objmount/prefetch.h"
+#include "objmount/shards.h"
 
 int om_stats_recovery_count(const char *cache_dir)
 {
@@ -57,6 +58,8 @@ struct snapshot {
     struct om_dcache_stats dc;
     bool has_dc;
     struct om_prefetch_stats pf;
+    struct om_shards_stats sh;
+    bool has_sh;
     uint64_t rss;
     int recovery;
 };
@@ -71,6 +74,9 @@ static void take(const struct om_stats_sources *s, struct snapshot *n)
     if (s->writers)
         om_writers_get_stats(s->writers, &n->wr);
     om_prefetch_get_stats(s->prefetch, &n->pf);
+    n->has_sh = s->shards != NULL;
+    if (n->has_sh)
+        om_shards_get_stats(s->shards, &n->sh);
     n->has_dc = s->dcache != NULL;
     if (n->has_dc)
         om_dcache_get_stats(s->dcache, &n->dc);
@@ -191,6 +197,20 @@ static int text(const struct om_stats_sources *s, const struct snapshot *n, stru
             n->rd.prefetch_files, (double)n->rd.prefetch_bytes / 1048576.0, n->pf.order_files,
             n->pf.hint_files, n->rd.prefetch_hits,
             (double)n->rd.prefetch_wasted_bytes / 1048576.0, n->pf.hinted, n->pf.hint_skipped);
+    if (!rc && n->has_sh)
+        rc = om_buf_printf(
+            b,
+            "shards: %" PRIu64 " shown as directories (%" PRIu64 " left as files); index: %" PRIu64
+            " built from headers (%" PRIu64 " GETs), %" PRIu64 " kept-index hits, %" PRIu64
+            " from index objects; members: %" PRIu64 " opened, %" PRIu64 " read (%.1f MiB; %" PRIu64
+            " reads streamed, %" PRIu64 " ranged, %" PRIu64 " hinted fetched ahead); %" PRIu64
+            " GETs, %.4f per member read; %" PRIu64 " writes refused\n",
+            n->sh.shards, n->sh.not_shards, n->sh.index_builds, n->sh.index_scan_gets,
+            n->sh.index_hits, n->sh.index_objects, n->sh.member_opens, n->sh.members_read,
+            (double)n->sh.read_bytes / 1048576.0, n->sh.stream_reads, n->sh.range_reads,
+            n->sh.hinted_prefetches, n->sh.gets,
+            n->sh.members_read ? (double)n->sh.gets / (double)n->sh.members_read : 0.0,
+            n->sh.refused_writes);
     if (!rc && n->has_dc)
         rc = text_data_cache(n, b);
     if (!rc)
@@ -378,6 +398,18 @@ static int prometheus(const struct snapshot *n, struct om_buf *b)
         rc = PROM_COUNTER(b, "lookup_pool_answers_total",
                           "Lookups answered from an object the read pool held whole.",
                           n->rd.lookup_pool_answers);
+    if (!rc && n->has_sh)
+        rc = PROM_COUNTER(b, "shard_members_read_total", "Shard members read (shards=tar).",
+                          n->sh.members_read);
+    if (!rc && n->has_sh)
+        rc = PROM_COUNTER(b, "shard_gets_total", "GETs of shards' bytes (shards=tar).",
+                          n->sh.gets);
+    if (!rc && n->has_sh)
+        rc = PROM_COUNTER(b, "shard_index_builds_total",
+                          "Shard indexes built by a pass over the headers.", n->sh.index_builds);
+    if (!rc && n->has_sh)
+        rc = PROM_COUNTER(b, "shard_index_hits_total",
+                          "Shard indexes read from the kept index file.", n->sh.index_hits);
     if (!rc && n->has_dc)
         rc = prom_data_cache(b, &n->dc);
     if (!rc)
@@ -558,6 +590,27 @@ static int stats_json(const struct om_stats_sources *s, const struct snapshot *n
     om_json_u64(&j, "hint_files", n->pf.hint_files);
     om_json_u64(&j, "hint_skipped", n->pf.hint_skipped);
     om_json_end(&j, '}');
+    if (!n->has_sh) {
+        om_json_str(&j, "shards", NULL);
+    } else {
+        om_json_object(&j, "shards");
+        om_json_u64(&j, "opened", n->sh.shards);
+        om_json_u64(&j, "not_shards", n->sh.not_shards);
+        om_json_u64(&j, "index_builds", n->sh.index_builds);
+        om_json_u64(&j, "index_scan_gets", n->sh.index_scan_gets);
+        om_json_u64(&j, "index_hits", n->sh.index_hits);
+        om_json_u64(&j, "index_objects", n->sh.index_objects);
+        om_json_u64(&j, "member_opens", n->sh.member_opens);
+        om_json_u64(&j, "members_read", n->sh.members_read);
+        om_json_u64(&j, "read_bytes", n->sh.read_bytes);
+        om_json_u64(&j, "stream_reads", n->sh.stream_reads);
+        om_json_u64(&j, "range_reads", n->sh.range_reads);
+        om_json_u64(&j, "hinted_prefetches", n->sh.hinted_prefetches);
+        om_json_u64(&j, "hinted_whole_shards", n->sh.hinted_whole_shards);
+        om_json_u64(&j, "gets", n->sh.gets);
+        om_json_u64(&j, "refused_writes", n->sh.refused_writes);
+        om_json_end(&j, '}');
+    }
     if (!n->has_dc) {
         om_json_str(&j, "data_cache", NULL);
     } else {

@@ -30,10 +30,16 @@ struct fh {
     uint64_t size;
     char etag[OM_ETAG_MAX];
     bool gone_told; /* the object vanished or changed while open: said once */
+    struct om_shard_file *member; /* a member of a shard (shards=tar): no reader, no meta */
 };
 
 static void fh_free(struct om_fs *fs, struct fh *h)
 {
+    if (h->member) {
+        om_shards_close(fs->shards, h->member);
+        free(h);
+        return;
+    }
     if (h->reader)
         om_reader_close(h->reader);
     if (h->writer)
@@ -134,6 +140,43 @@ static void overlay_writer(struct om_fs *fs, struct om_attr *a)
     om_writer_release(w);
 }
 
+/* ---- shards=tar: shards as directories (shards.h) ---- */
+
+/* ino is inside a shard: a member, or a shard's own directory. */
+static bool in_shard(struct om_fs *fs, fuse_ino_t ino)
+{
+    return fs->shards && om_shards_owns(fs->shards, ino);
+}
+
+/* A write inside a shard directory: EROFS, counted and logged. */
+static bool refuse_in_shard(fuse_req_t req, struct om_fs *fs, const char *what, fuse_ino_t ino)
+{
+    if (!in_shard(fs, ino))
+        return false;
+    om_shards_refused(fs->shards, what, ino);
+    fuse_reply_err(req, EROFS);
+    return true;
+}
+
+/* A file named like a shard (or already shown as one) is shown as its
+ * directory when its index can be had; *a becomes the directory's. */
+static void shard_view(struct om_fs *fs, const char *name, struct om_attr *a)
+{
+    if (!fs->shards || !S_ISREG(a->mode))
+        return;
+    if (!(name ? om_shards_name(name) : om_shards_is_dir(fs->shards, a->ino, NULL)))
+        return;
+    char *key = NULL;
+    struct om_attr cur;
+    if (om_meta_key(fs->meta, a->ino, &key, &cur))
+        return;
+    const char *base = strrchr(key, '/');
+    struct om_attr dir;
+    if (om_shards_name(base ? base + 1 : key) && om_shards_attach(fs->shards, key, a, &dir) == 0)
+        *a = dir;
+    free(key);
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct om_fs *fs = userdata;
@@ -159,7 +202,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct om_fs *fs = fs_of(req);
     struct om_attr a;
-    int rc = om_meta_lookup(fs->meta, parent, name, &a);
+    bool shard = in_shard(fs, parent);
+    int rc = shard ? om_shards_lookup(fs->shards, parent, name, &a)
+                   : om_meta_lookup(fs->meta, parent, name, &a);
     struct fuse_entry_param e;
     if (rc == -ENOENT) {
         /* a negative entry: the kernel remembers the miss */
@@ -170,14 +215,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (rc)
         return reply_error(req, rc);
-    overlay_writer(fs, &a);
+    if (!shard) {
+        overlay_writer(fs, &a);
+        shard_view(fs, name, &a);
+    }
     fill_entry(fs, &a, &e);
     fuse_reply_entry(req, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-    om_meta_forget(fs_of(req)->meta, ino, nlookup);
+    if (!om_shards_member_ino(ino)) /* members' numbers need no forget */
+        om_meta_forget(fs_of(req)->meta, ino, nlookup);
     fuse_reply_none(req);
 }
 
@@ -185,7 +234,8 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 {
     struct om_fs *fs = fs_of(req);
     for (size_t i = 0; i < count; i++)
-        om_meta_forget(fs->meta, forgets[i].ino, forgets[i].nlookup);
+        if (!om_shards_member_ino(forgets[i].ino))
+            om_meta_forget(fs->meta, forgets[i].ino, forgets[i].nlookup);
     fuse_reply_none(req);
 }
 
@@ -244,10 +294,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
     if (write && fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (write && refuse_in_shard(req, fs, "open for writing", ino))
+        return;
     struct fh *h = calloc(1, sizeof(*h));
     if (!h)
         return (void)fuse_reply_err(req, ENOMEM);
     h->ino = ino;
+    if (fs->shards && om_shards_member_ino(ino)) {
+        int mrc = om_shards_open(fs->shards, ino, &h->member);
+        if (mrc) {
+            free(h);
+            return reply_error(req, mrc);
+        }
+        fi->keep_cache = om_shards_keep_cache(fs->shards);
+        return reply_open_fh(req, fs, h, fi);
+    }
     struct om_attr a;
     bool keep = false;
     int rc = om_meta_open(fs->meta, ino, fs->cfg->keep_cache, &h->key, &a, &keep);
@@ -281,6 +342,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "create", parent))
+        return;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct om_attr a;
     char *key = NULL;
@@ -409,6 +472,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     (void)ino;
     struct om_fs *fs = fs_of(req);
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    if (h->member) {
+        char *buf = malloc(size ? size : 1);
+        ssize_t n = buf ? om_shards_read(fs->shards, h->member, fuse_req_ctx(req)->pid, buf, size,
+                                         (uint64_t)off)
+                        : -ENOMEM;
+        if (n < 0)
+            reply_error(req, (int)n);
+        else
+            fuse_reply_buf(req, buf, (size_t)n);
+        free(buf);
+        return;
+    }
     struct om_writer *w = writer_with_data(fs, h);
     if (w) {
         /* read-your-writes: the staging file holds the bytes */
@@ -584,6 +659,12 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
 {
     struct om_attr a;
+    if (fs->shards && om_shards_member_ino(ino)) {
+        int src = om_shards_getattr(fs->shards, ino, &a);
+        if (!src)
+            om_attr_to_stat(&a, st);
+        return src;
+    }
     int rc = om_meta_getattr(fs->meta, ino, &a);
     if (rc == -ENOENT) {
         /* deleted behind the mount while we write it: the writer's file */
@@ -596,6 +677,7 @@ static int attributes(struct om_fs *fs, fuse_ino_t ino, struct stat *st)
     if (rc)
         return rc;
     overlay_writer(fs, &a);
+    shard_view(fs, NULL, &a);
     om_attr_to_stat(&a, st);
     return 0;
 }
@@ -680,6 +762,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
+    if (refuse_in_shard(req, fs, "setattr (chmod, chown, truncate or utime)", ino))
+        return;
     int meta_bits = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
                     FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW;
     int rc = 0;
@@ -735,6 +819,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "mkdir", parent))
+        return;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct om_attr a;
     int rc = om_ns_mkdir(fs->ns, parent, name, mode, ctx->uid, ctx->gid, &a);
@@ -746,6 +832,8 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "symlink", parent))
+        return;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct om_attr a;
     int rc = om_ns_symlink(fs->ns, parent, name, target, ctx->uid, ctx->gid, &a);
@@ -754,8 +842,11 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+    struct om_fs *fs = fs_of(req);
     char *target = NULL;
-    int rc = om_ns_readlink(fs_of(req)->ns, ino, &target);
+    int rc = fs->shards && om_shards_member_ino(ino)
+                 ? om_shards_readlink(fs->shards, ino, &target)
+                 : om_ns_readlink(fs->ns, ino, &target);
     if (rc)
         return reply_error(req, rc);
     fuse_reply_readlink(req, target);
@@ -767,6 +858,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "unlink", parent))
+        return;
     int rc = om_ns_unlink(fs->ns, parent, name);
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
@@ -776,6 +869,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "rmdir", parent))
+        return;
     int rc = om_ns_rmdir(fs->ns, parent, name);
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
@@ -786,6 +881,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     struct om_fs *fs = fs_of(req);
     if (fs->cfg->ro)
         return (void)fuse_reply_err(req, EROFS);
+    if (refuse_in_shard(req, fs, "rename", parent) ||
+        refuse_in_shard(req, fs, "rename", newparent))
+        return;
     int rc = om_ns_rename(fs->ns, parent, name, newparent, newname, flags);
     fuse_reply_err(req, rc ? user_errno(-rc) : 0);
 }
@@ -798,6 +896,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+    if (om_shards_member_ino(ino))
+        return (void)fuse_reply_err(req, ENODATA); /* a member has no extended attributes */
     char *buf = size ? malloc(size) : NULL;
     if (size && !buf)
         return (void)fuse_reply_err(req, ENOMEM);
@@ -813,6 +913,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+    if (om_shards_member_ino(ino))
+        return (void)fuse_reply_xattr(req, 0);
     char *buf = size ? malloc(size) : NULL;
     if (size && !buf)
         return (void)fuse_reply_err(req, ENOMEM);
@@ -851,6 +953,12 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
         return (void)fuse_reply_err(req, ENOSYS);
     if (cmd != (unsigned int)OM_IOC_PREFETCH)
         return (void)fuse_reply_err(req, ENOTTY);
+    if (in_shard(fs, ino)) {
+        int hrc = om_shards_hint(fs->shards, ino, in_buf, in_bufsz);
+        if (hrc)
+            return reply_error(req, hrc);
+        return (void)fuse_reply_ioctl(req, 0, NULL, 0);
+    }
     if (!fs->prefetch)
         return (void)fuse_reply_ioctl(req, 0, NULL, 0); /* prefetch_files=0: taken, ignored */
     char *key = NULL;
@@ -870,6 +978,18 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct om_fs *fs = fs_of(req);
+    if (in_shard(fs, ino)) {
+        struct om_attr a;
+        int src = om_shards_getattr(fs->shards, ino, &a);
+        if (!src && !S_ISDIR(a.mode))
+            src = -ENOTDIR;
+        if (src)
+            return reply_error(req, src);
+        fi->fh = 0; /* readdir asks the shard's index by ino */
+        fi->cache_readdir = 0;
+        fuse_reply_open(req, fi);
+        return;
+    }
     struct om_dirh *d = NULL;
     int rc = om_meta_opendir(fs->meta, ino, &d);
     if (rc)
@@ -880,19 +1000,45 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         om_meta_releasedir(fs->meta, d);
 }
 
+#define DIR_SHARDS 64
+
 struct dirbuf {
     fuse_req_t req;
     struct om_fs *fs;
     char *buf;
     size_t size, used;
     bool plus;
+    /* shards the page listed whose indexes are not loaded yet */
+    uint64_t shards[DIR_SHARDS];
+    int nshards;
 };
+
+/* A listed name that will be a shard's directory: its index is loaded
+ * in the background, before the lookup that comes next. */
+static void note_listed_shard(struct dirbuf *b, const char *name, const struct om_attr *a)
+{
+    if (b->fs->shards && a->ino && S_ISREG(a->mode) && om_shards_name(name) &&
+        b->nshards < DIR_SHARDS && !om_shards_is_dir(b->fs->shards, a->ino, NULL))
+        b->shards[b->nshards++] = a->ino;
+}
+
+static void load_listed_shards(struct dirbuf *b)
+{
+    for (int i = 0; i < b->nshards; i++) {
+        char *key = NULL;
+        struct om_attr a;
+        if (om_meta_key(b->fs->meta, b->shards[i], &key, &a) == 0)
+            om_shards_attach_later(b->fs->shards, key, &a);
+        free(key);
+    }
+}
 
 static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t next)
 {
     struct dirbuf *b = ud;
     size_t room = b->size - b->used;
     size_t n;
+    note_listed_shard(b, name, a);
     if (b->plus) {
         /* a file open for writing gets no attributes here: the kernel looks
          * it up and the lookup shows the writer's size (readdir runs under
@@ -900,6 +1046,14 @@ static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t n
         struct om_attr shown = *a;
         if (a->ino && om_writer_is_open(b->fs->writers, a->ino))
             shown.ino = 0;
+        if (b->fs->shards && S_ISREG(a->mode) && om_shards_name(name) &&
+            !om_shards_is_dir(b->fs->shards, a->ino, &shown)) {
+            /* a shard not yet indexed: the kernel looks it up, and the
+             * lookup tells a directory from a file */
+            shown = *a;
+            shown.ino = 0;
+            shown.mode = 0;
+        }
         struct fuse_entry_param e;
         fill_entry(b->fs, &shown, &e);
         n = fuse_add_direntry_plus(b->req, b->buf + b->used, room, name, &e, next);
@@ -908,6 +1062,8 @@ static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t n
         memset(&st, 0, sizeof(st));
         st.st_ino = a->ino;
         st.st_mode = a->mode;
+        if (b->fs->shards && S_ISREG(a->mode) && om_shards_name(name))
+            st.st_mode = om_shards_is_dir(b->fs->shards, a->ino, NULL) ? S_IFDIR : 0;
         n = fuse_add_direntry(b->req, b->buf + b->used, room, name, &st, next);
     }
     if (n > room)
@@ -916,8 +1072,8 @@ static int dir_fill(void *ud, const char *name, const struct om_attr *a, off_t n
     return 0;
 }
 
-static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
-                       bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, bool plus)
 {
     struct om_fs *fs = fs_of(req);
     struct dirbuf b = {.req = req, .fs = fs, .size = size, .plus = plus};
@@ -925,7 +1081,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
     if (!b.buf)
         return (void)fuse_reply_err(req, ENOMEM);
     struct om_dirh *d = (struct om_dirh *)(uintptr_t)fi->fh;
-    int rc = om_meta_readdir(fs->meta, d, off, plus, dir_fill, &b);
+    int rc = d ? om_meta_readdir(fs->meta, d, off, plus, dir_fill, &b)
+               : om_shards_readdir(fs->shards, ino, off, dir_fill, &b);
+    load_listed_shards(&b); /* meta's lock is released */
     if (rc && b.used == 0)
         reply_error(req, rc);
     else
@@ -936,21 +1094,20 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
-    (void)ino;
-    do_readdir(req, size, off, fi, false);
+    do_readdir(req, ino, size, off, fi, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                            struct fuse_file_info *fi)
 {
-    (void)ino;
-    do_readdir(req, size, off, fi, true);
+    do_readdir(req, ino, size, off, fi, true);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    om_meta_releasedir(fs_of(req)->meta, (struct om_dirh *)(uintptr_t)fi->fh);
+    if (fi->fh)
+        om_meta_releasedir(fs_of(req)->meta, (struct om_dirh *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -1241,6 +1398,23 @@ int om_fs_init(struct om_fs *fs, struct om_config *cfg, struct om_client *client
             return -ENOMEM;
         }
     }
+    if (cfg->shards_tar) {
+        struct om_shards_config sc = {
+            .cache_dir = cfg->cache_dir,
+            .endpoint = cfg->endpoint,
+            .bucket = cfg->bucket,
+            .small_member = cfg->small_file_size,
+            .part_size = cfg->part_size,
+            .memory_limit = cfg->memory_limit,
+            .keep_cache = cfg->keep_cache,
+        };
+        fs->shards = om_shards_new(client->store, fs->readers, &sc);
+        if (!fs->shards) {
+            snprintf(err, errlen, "out of memory");
+            om_fs_destroy(fs);
+            return -ENOMEM;
+        }
+    }
     struct om_ns_config nc = {
         .max_rename_keys = cfg->max_rename_keys,
         .part_size = cfg->part_size,
@@ -1266,6 +1440,8 @@ void om_fs_destroy(struct om_fs *fs)
     fs->prefetch = NULL;
     om_ns_free(fs->ns);
     fs->ns = NULL;
+    om_shards_free(fs->shards); /* before the readers it reads through */
+    fs->shards = NULL;
     om_writers_free(fs->writers);
     fs->writers = NULL;
     om_readers_free(fs->readers);

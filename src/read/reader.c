@@ -116,6 +116,7 @@ struct robj {
     struct om_reader *readers; /* open handles, through om_reader.o_next */
     int nreaders;
     int loading; /* GETs and cache loads in flight */
+    uint64_t gets; /* ranged GETs of this version started, by every handle */
     int stores;  /* segments the data cache is still copying */
     bool cacheable; /* the data cache may hold blocks of this version */
     struct om_dcache_obj dobj;
@@ -621,6 +622,7 @@ static void submit_get(struct om_readers *rs, struct om_read_seg *s)
         .ud = s,
     };
     o->loading++;
+    o->gets++;
     rs->st.gets++;
     rs->st.get_bytes += s->len;
     if (s->prefetch)
@@ -1449,6 +1451,21 @@ static void cancel_loading(struct om_reader *r, uint64_t from, bool all)
     }
 }
 
+void om_reader_set_window(struct om_reader *r, uint64_t window)
+{
+    pthread_mutex_lock(&r->rs->lock);
+    r->window = OM_MAX(OM_MIN(window, r->rs->cfg.prefetch_max), r->rs->cfg.prefetch_initial);
+    pthread_mutex_unlock(&r->rs->lock);
+}
+
+uint64_t om_reader_object_gets(struct om_reader *r)
+{
+    pthread_mutex_lock(&r->rs->lock);
+    uint64_t n = r->o->gets;
+    pthread_mutex_unlock(&r->rs->lock);
+    return n;
+}
+
 void om_reader_close(struct om_reader *r)
 {
     struct om_readers *rs = r->rs;
@@ -2036,6 +2053,16 @@ ssize_t om_reader_read(struct om_reader *r, char *buf, size_t len, uint64_t off)
             rc = -EIO;
         at += v.fd_len[k];
     }
+    /* or read with O_DIRECT into the data cache's buffer (a view of data
+     * cache files): this copy was missing, and the caller's buffer went
+     * back with whatever it held (a shard member read on a remount got
+     * another member's bytes) */
+    for (int k = 0; k < v.ndirect && rc > 0; k++) {
+        memcpy(buf + at, v.direct[k].iov_base, v.direct[k].iov_len);
+        at += v.direct[k].iov_len;
+    }
+    if (rc > 0 && at != (size_t)rc)
+        rc = -EIO; /* every form of view must have been copied whole */
     om_reader_view_done(r, &v);
     return rc;
 }

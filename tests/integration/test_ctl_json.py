@@ -93,7 +93,7 @@ def test_stats_json_counts_what_the_mount_did(rw_mount, bucket, s3client, faultp
     of 3 bytes written)."""
     want = payload("js-stats", 300000)
     s3client.put_object(Bucket=bucket, Key="f.bin", Body=want)
-    m = live(rw_mount, bucket, opts="data_cache=64M",  # every field present
+    m = live(rw_mount, bucket, opts="data_cache=64M,shards=tar",  # every field present
              endpoint=faultproxy.endpoint)
     # from here on: what the mount counts against what the proxy sees (the
     # bucket check before the mount is made by a client of its own)
@@ -148,6 +148,7 @@ def test_stats_json_read_only_mount_has_null_writes(mount, bucket):
     one = ctl_json(["stats", m.path, "--json"])
     assert one["writes"] is None
     assert one["data_cache"] is None  # not asked for
+    assert one["shards"] is None
     assert mine(ctl_json(["status", "--json"]), m.path)["read_only"] is True
 
 
