@@ -69,7 +69,7 @@ FILES = {
     "loaders/test_demo.py": ONCE,
     # the S3 protocol and the fault proxy's S3 faults
     "integration/test_s3_client.py": S3,
-    "integration/test_upload_part_copy.py": S3,
+    "integration/test_upload_part_copy.py": PLAIN,
     "integration/test_redirect_credentials.py": S3,
     "faults/test_client_faults.py": PLAIN,
     "faults/test_mount_faults.py": PLAIN,
@@ -194,7 +194,12 @@ TESTS = {
     ("integration/test_mount_namespace.py", "test_cold_lookup_prefers_directory_over_file"):
         _on(("versitygw",) + _ALL_AIS, CLASH),
     ("integration/test_mount_namespace.py", "test_keys_with_spaces_and_unicode_are_listed_and_read"):
-        _on(_S3_AIS, NAMES),
+        _on(("aistore", "ais"), NAMES + "; the set-up stores them through its S3 API"),
+    ("integration/test_mount_namespace.py", "test_stat_fields_match_objects"):
+        _on(_ALL_AIS, "AIStore keeps no modification time for an object objmount did not write: "
+                      "its listings give the last access time (a read moves it) and a HEAD the "
+                      "file's time on the target, so listed and looked-up times differ "
+                      "(doc/aistore.md)"),
     ("integration/test_mount_namespace.py", "test_odd_names_are_skipped"):
         {"ais": "injects entries into S3 listings (ListObjectsV2 XML); ais:// lists in JSON"},
     ("integration/test_ns_ops.py", "test_mkdir_stores_a_marker_with_directory_metadata"):
@@ -243,22 +248,24 @@ TESTS = {
         _on(_ALL_AIS, MARKER),
     # read
     ("integration/test_prefetch_files.py", "test_a_directory_read_in_order_is_fetched_ahead"):
-        {"aistore": PREFETCH_XX, "ais": HOPS},
+        {"aistore": PREFETCH_XX},
     ("integration/test_prefetch_files.py", "test_every_other_file_in_order_is_a_stride"):
-        {"aistore": PREFETCH_XX, "ais": HOPS},
+        {"aistore": PREFETCH_XX},
     ("integration/test_prefetch_files.py", "test_a_reader_stopping_halfway_wastes_at_most_a_tenth"):
         {},
     ("integration/test_prefetch_files.py", "test_random_opens_fetch_nothing_ahead"):
-        {"aistore": HOPS, "ais": HOPS},
+        {"aistore": HOPS},
     ("integration/test_prefetch_files.py", "test_a_hinted_shuffled_order_is_fetched_ahead"):
-        {"aistore": PREFETCH_XX, "ais": HOPS},
+        {"aistore": PREFETCH_XX},
     ("integration/test_prefetch_files.py", "test_a_hint_with_missing_changed_and_odd_names"):
         {},
     ("integration/test_integrity.py", "test_a_read_never_mixes_two_versions*"): {"ais": VERSIONS},
     ("integration/test_integrity.py", "test_recover_push_refuses_an_object_changed_since_staging[overwrite]"):
         dict(_on(("aistore",), ETAGS), ais=VERSIONS),
-    ("integration/test_integrity.py", "test_a_commit_failing_verification_leaves_no_corrupt_object*"):
-        {"aistore": HOPS},
+    ("integration/test_integrity.py", "test_a_commit_failing_verification_leaves_no_corrupt_object[single-put-new-key]"):
+        {"aistore": HOPS, "ais": NATIVE_FAULTS},
+    ("integration/test_integrity.py", "test_a_commit_failing_verification_leaves_no_corrupt_object[single-put-overwrite]"):
+        {"aistore": HOPS, "ais": NATIVE_FAULTS},
     # write
     ("integration/test_write_hashing.py", "test_each_byte_is_hashed_once_or_twice_by_the_servers_etag_form"):
         _on(("aistore", "ais"), ETAGS),
@@ -288,8 +295,6 @@ TESTS = {
     ("integration/test_server_divergences.py", "test_a_copy_refused_with_412_is_made_again_when_the_etag_is_unchanged"):
         dict(_on(_S3_AIS, "AIStore's CopyObject ignores x-amz-copy-source-if-match: Swift's "
                           "412 cannot arise"), ais=S3_ONLY),
-    ("integration/test_server_divergences.py", "test_rename_and_chmod_of_a_multipart_file_written_through_the_mount"):
-        {"ais": VERSIONS},
     ("integration/test_server_divergences.py", "test_doctor_names_the_server_and_its_traps"):
         {"ais": S3_ONLY},
 }

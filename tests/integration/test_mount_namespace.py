@@ -248,7 +248,9 @@ class ListingInjector:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.endpoint = "http://127.0.0.1:%d" % self.server.server_address[1]
+        # the upstream's path too (AIStore's S3 API is under /s3)
+        self.endpoint = "http://127.0.0.1:%d%s" % (self.server.server_address[1],
+                                                   self.upstream.path.rstrip("/"))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def rewrite(self, path, data):
