@@ -1,4 +1,4 @@
-"""Reads through objmount with the fault proxy between it and s3rver.
+"""Reads through objmount with the fault proxy between it and the test server (versitygw or Swift).
 
 Added latency, 5xx bursts, resets mid-body, truncated bodies and stalls end
 with byte-identical reads or EIO: never short data, never wrong bytes. Every

@@ -23,7 +23,7 @@ def test_passthrough_keeps_signed_requests_valid(faultproxy, bucket):
     c.put_object(Bucket=bucket, Key="dir/a b+c", Body=b"hello", Metadata={"k": "v"})
     o = c.get_object(Bucket=bucket, Key="dir/a b+c")
     assert o["Body"].read() == b"hello" and o["Metadata"] == {"k": "v"}
-    # the Host the client signed (the proxy's) reaches s3rver unchanged
+    # the Host the client signed (the proxy's) reaches the server unchanged
     r = rawhttp.request(faultproxy.endpoint, "GET", "/%s/dir/a%%20b%%2Bc" % bucket)
     assert r.status == 200 and r.body == b"hello"
     # and a bad signature is still refused through the proxy

@@ -1,10 +1,10 @@
-"""Writes through objmount with the fault proxy between it and s3rver.
+"""Writes through objmount with the fault proxy between it and the test server (versitygw or Swift).
 
 Every case ends with an object byte-identical to what was written (checked
-with boto3 straight against s3rver) or with EIO from close()/fsync() and the
+with boto3 straight against the server) or with EIO from close()/fsync() and the
 exact bytes kept in CACHE_DIR/recovery: never a silently wrong object.
 Silently shortened PUTs and parts (the proxy forwards a prefix of the body
-and s3rver answers 200) are detected and uploaded again; 5xx on parts and on
+and the server answers 200) are detected and uploaded again; 5xx on parts and on
 CompleteMultipartUpload are retried; a permanently failing endpoint gives EIO
 in bounded time with the bytes in recovery; a daemon killed with SIGKILL in
 the middle of an upload leaves its staged bytes, and the next mount with the

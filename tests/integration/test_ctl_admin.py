@@ -4,8 +4,8 @@ list/push/drop, doctor.
 Orphaned multipart uploads are made with boto3. Recovery entries are made
 the way users get them: a mount whose endpoint (the fault proxy) fails every
 upload, so close() returns EIO and the bytes go to CACHE_DIR/recovery; then
-`recover push` uploads them straight to s3rver, verified. doctor runs
-against s3rver, with a wrong secret, an unreachable endpoint and a missing
+`recover push` uploads them straight to the server, verified. doctor runs
+against the server, with a wrong secret, an unreachable endpoint and a missing
 bucket; each failing check is marked FAIL and followed by its fix."""
 
 import errno
@@ -143,7 +143,7 @@ def test_recover_list_push_drop(lost, bucket, s3client, s3server, cache_dir):
         assert str(len(lost[f[2][len(bucket) + 1:]])) in f[3], f
     assert set(by_key) == set(lost), out
     assert not exists(s3client, bucket, "lost1.bin")
-    # push one, straight to s3rver
+    # push one, straight to the server
     p = ctl_ok(["recover", "push", by_key["d/lost2.bin"], "-o",
                 "cache_dir=%s,endpoint=%s,%s" % (cache_dir, s3server.endpoint, FAST)])
     assert "verified" in p.stdout, p.stdout
@@ -214,7 +214,7 @@ def assert_ok_lines_clean(rows, out):
                 "a check marked ok reports a failure: %r\n%s" % (text, out)
 
 
-def test_doctor_all_ok_against_s3rver(bucket, s3server):
+def test_doctor_all_ok_against_the_server(bucket, s3server):
     p = doctor(bucket, s3server.endpoint)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = checks(p.stdout)

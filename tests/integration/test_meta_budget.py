@@ -8,7 +8,7 @@ Two buckets:
   files, 1 KiB each, started here on a free port), mounted read-only with a
   64 MiB budget: `find` counts every key, VmHWM stays under the RSS after
   mount + 64 MiB + CONSTANT, then stat, read and `ls -l` are right;
-- s3rver with 20,000 keys (20 directories of 1,000), mounted read-write with
+- the test server with 20,000 keys (20 directories of 1,000), mounted read-write with
   the smallest budget (1M, a fifth of what the names need): lookups,
   readdir, open files, open directories, rename and unlink after eviction.
 """
@@ -139,7 +139,7 @@ def test_find_over_a_million_keys_stays_in_budget_and_answers_right_after(millio
         assert all(" 1024 " in line for line in lines[1:]), d
 
 
-# -- 20,000 keys on s3rver, read-write ------------------------------------------------
+# -- 20,000 keys on the test server, read-write ------------------------------------------------
 DIRS, PER_DIR = 20, 1000
 
 

@@ -1,5 +1,5 @@
 """What the mount asks the server for: counted by the fault proxy (no faults
-on), between objmount and s3rver.
+on), between objmount and the test server.
 
 Listing primes metadata, so `ls -l`, `find`, os.walk and os.scandir + stat
 cost no HEAD per file; small files come in one GET; random reads do not

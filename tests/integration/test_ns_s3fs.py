@@ -1,7 +1,7 @@
 """objmount and s3fs-fuse read each other's files, directories and links.
 
 The same bucket is mounted with objmount and with s3fs-fuse (Debian's
-s3fs, path-style requests against the test s3rver), one after the other:
+s3fs, path-style requests against the test server), one after the other:
 what one writes (bytes, chmod, chown, mtimes, mkdir modes, empty
 directories, symlinks, metadata set while a file is open) the other shows
 the same way. Stats by name come before any listing, and every check runs on

@@ -56,7 +56,7 @@ def tree_digest(files):
     return h.hexdigest()
 
 
-# One build per tree: the passes against s3rver and Swift (which run at
+# One build per tree: the passes against the servers (which run at
 # once) and their workers share it, the first builds it under the lock.
 DEB_CACHE = os.path.join(tempfile.gettempdir(), "objmount-test-deb")
 

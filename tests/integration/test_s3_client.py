@@ -1,4 +1,4 @@
-"""The protocol client (om-s3) against a real S3 server (s3rver).
+"""The protocol client (om-s3) against a real S3 server (versitygw, Swift, AIStore).
 
 Data is seeded and checked with boto3, an independent client."""
 

@@ -1,6 +1,6 @@
 """Where real S3 servers differ, objmount behaves the same on each.
 
-Run against s3rver and against OpenStack Swift's s3api (`--server swift`);
+Run against every server kind (tests/matrix.py);
 each test names the divergence it pins (doc/decisions.md, "Test servers"):
   - Swift answers CopyObject's x-amz-copy-source-if-match with 412 for a
     multipart (SLO) source whose ETag is unchanged, and gives the copy another

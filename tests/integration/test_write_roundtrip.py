@@ -1,6 +1,6 @@
 """Files written through the mount are stored byte-identical.
 
-Every object is checked with boto3 straight against s3rver, never read back
+Every object is checked with boto3 straight against the server, never read back
 through the mount. Sizes: 0 B, 1 B, part_size-1/part_size/part_size+1 (with
 -o part_size=5M: one PUT, one PUT, multipart), 100 MiB and 1 GiB, written
 with `cp`; `dd` in odd block sizes (and `conv=notrunc` rewrites of an

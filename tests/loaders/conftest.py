@@ -2,7 +2,7 @@
 torchvision, numpy, h5py, torch, tarfile) over a real objmount mount.
 
 Every test runs twice, over the fixture `backend`:
-  direct    objmount -> the test server (s3rver or Swift) directly
+  direct    objmount -> the test server (versitygw, Swift or AIStore) directly
   aistore   objmount -> the fault proxy's AIStore gateway (every object
             request answered with 307 to the target; endpoint path /s3)
 
@@ -10,7 +10,7 @@ Every test runs twice, over the fixture `backend`:
                 temporary directory and uploaded with boto3 to one bucket;
                 `.local(rel)` is the local copy of the object `rel`
   backend       session, parametrized: .name, .endpoint, .redirects() (the
-                gateway's redirect count; None for s3rver)
+                gateway's redirect count; None for the others)
   data_mount    a read mount of loader_data's bucket over `backend`, shared by
                 the tests of one backend; each test checks the daemon is still
                 alive afterwards, and the session ends with a clean unmount
