@@ -55,6 +55,8 @@ done
 # (default 2; 1 runs them in one process), a file whole on one worker so its
 # module fixtures are built once; every worker starts its own servers.
 workers=${OBJMOUNT_TEST_WORKERS:-2}
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
 run_pass() {
     local s=$1
     shift
@@ -62,7 +64,7 @@ run_pass() {
     [[ $s == given ]] || server_arg=(--server "$s")
     ((workers > 1)) && xdist=(-n "$workers" --dist loadfile)
     /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" \
-        "$root/tests" "${server_arg[@]}" "$@"
+        --junitxml="$results/$s.xml" "$root/tests" "${server_arg[@]}" "$@"
 }
 
 status=0
@@ -72,8 +74,7 @@ if ((${#servers[@]} > 1)) && [[ -z ${OBJMOUNT_TEST_SERIAL:-} ]]; then
     # such as /sbin/mount.objmount, are taken under a lock by the harness);
     # each pass's output is printed whole when it ends.
     # OBJMOUNT_TEST_SERIAL=1 runs them one after the other.
-    logs=$(mktemp -d)
-    trap 'rm -rf "$logs"' EXIT
+    logs=$results
     pids=()
     for s in "${servers[@]}"; do
         run_pass "$s" "$@" >"$logs/$s.log" 2>&1 &
@@ -92,6 +93,12 @@ else
         phase "integration, fault and loader tests against ${s/given/the given server}"
         run_pass "$s" "$@" || status=1
     done
+fi
+if ((${#servers[@]} > 1)) && (($# == 0)); then
+    # every pass of the whole suite ran: a test skipped in all of them never
+    # runs anywhere (tools/skip_guard.py)
+    phase "skip guard: no test skipped on every server"
+    /usr/bin/python3 "$root/tools/skip_guard.py" "$results"/*.xml || status=1
 fi
 phase "done, exit $status"
 exit $status
