@@ -218,6 +218,12 @@ def c_s3dlio(spec):
 
     ds, w, seed, prefix = spec["dataset"], spec["workers"], spec["seed"], spec["root"]
     if ds in ("images", "npz"):
+        # the iterable dataset lists in a thread of its own and, when that
+        # fails, leaves the consumer waiting forever: list once here first,
+        # so that a failure is an error (not counted in the epoch)
+        t0 = time.monotonic()
+        s3dlio.list(prefix)
+        spec["_setup"] = time.monotonic() - t0
         it = ObjectStoreIterableDataset.from_prefix(prefix, num_workers=w, prefetch=2 * w,
                                                     shuffle=True, seed=seed, return_type="bytes")
         samples = nbytes = 0

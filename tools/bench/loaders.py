@@ -119,6 +119,8 @@ def make_data(local, args):
         arr = np.frombuffer(os.urandom(nbytes), dtype=np.uint8)
         np.savez(os.path.join(local, "npz", name), x=arr)
         lay["npz"].append(name)
+        npz_arrays = lay.get("npz_arrays", 0) + nbytes
+        lay["npz_arrays"] = npz_arrays
     os.makedirs(os.path.join(local, "h5"), exist_ok=True)
     h5path = os.path.join(local, lay["h5_key"])
     total = args.h5_mib * MiB
@@ -137,6 +139,10 @@ def make_data(local, args):
         "h5": args.windows * win,
         "big": lay["h5_size"],
     }
+    # what a client must deliver: samples and bytes (npz: the arrays' bytes)
+    lay["expect"] = {"images": (len(lay["images"]), lay["bytes"]["images"]),
+                     "npz": (len(lay["npz"]), lay["npz_arrays"]),
+                     "h5": (args.windows, lay["bytes"]["h5"]), "big": (1, lay["h5_size"])}
     return lay
 
 
@@ -298,6 +304,18 @@ class Bench:
         if rc != 0:
             res["error"] = "exit %s: %s" % (rc, (err or out).strip()[-400:])
         res["output_tail"] = (out + err)[-1500:]
+        # its own figures: the GET count and bytes of its last stats line and
+        # the run's duration (after its listing, as the libraries' epochs)
+        import re
+        gets = re.findall(r"GET\s+(\d+)\s+([\d.]+)([KMGT]i?B|B)\s", out)
+        dur = re.search(r"Actual run duration: ([\d.]+)(ms|s|m)", out)
+        if gets and dur:
+            count, num, unit = gets[-1]
+            mult = {"B": 1, "KiB": 1 << 10, "MiB": MiB, "GiB": GiB, "TiB": 1 << 40}
+            res["gets"] = int(count)
+            res["bytes_read"] = float(num) * mult.get(unit, 1)
+            res["seconds"] = float(dur.group(1)) * {"ms": 1e-3, "s": 1, "m": 60}[dur.group(2)]
+            res["setup_seconds"] = wall - res["seconds"]
         return res
 
     @contextlib.contextmanager
@@ -397,6 +415,13 @@ class Bench:
                                 res = self.row(client, ds)
                             except peermod.MountError as e:
                                 res = {"error": "mount: %s" % e}
+                            want = self.lay["expect"][ds]
+                            if "error" not in res and (res.get("samples"), res.get("bytes")) \
+                                    != tuple(want):
+                                res["error"] = ("wrong data: %s samples, %s bytes delivered; "
+                                                "%d samples, %d bytes stored" % (
+                                                    res.get("samples"), res.get("bytes"),
+                                                    want[0], want[1]))
                             res.update({"phase": phase, "client": client, "dataset": ds,
                                         "dataset_bytes": self.lay["bytes"][ds]})
                             results.append(res)
