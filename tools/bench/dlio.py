@@ -15,10 +15,11 @@ scaled to a 2-core machine:
   reader.batch_size         7 -> --batch (4): 4 steps per epoch instead of 2
   reader.read_threads       4 -> --threads (4, the loaders.py worker count)
   train.epochs              5 -> --epochs (3)
-  train.computation_time    0.323 s -> --computation-time: the time of one
-                            batch on local disk (page cache dropped) over 0.9,
-                            so that local disk sits at AU >= 90% (measured by
-                            --calibrate, or given)
+  train.computation_time    0.323 s -> --computation-time, or with --calibrate
+                            the time of one batch on local disk (page cache
+                            dropped, computation_time 0): with 4 read threads
+                            fetching ahead, local disk then sits at AU >= 90%
+                            while a store slower than local disk shows
   checkpoint                checkpoint=True, model_size --model-mib (64 MiB, not
                             476 MiB), after epoch 1, every epoch
   output.folder, data_folder, checkpoint_folder: the run's directories
@@ -245,7 +246,7 @@ class Dlio:
             steps = a.files // a.batch * a.epochs
             # the batch time on local disk: the run's training time / steps
             t = sum(float(e["block1"]["duration"]) for e in r["train"]["epochs"].values())
-            a.computation_time = round(t / steps / (1 - 0.9) * 0.9 + 0.05, 2) if steps else 0.3
+            a.computation_time = round(t / steps, 2) if steps else 0.3
             log("calibrated computation_time %.2f s (local batch %.2f s)"
                 % (a.computation_time, t / steps))
             shutil.rmtree(local, ignore_errors=True)
