@@ -47,12 +47,17 @@ the library's own concurrency where it recommends num_workers=0: s3dlio):
 
 Every row starts cold: a fresh mount with an empty cache directory, the page
 cache dropped (echo 3 > drop_caches). The order of the clients rotates from
-phase to phase. Each library runs as its own process (loader_clients.py in
-the peers venv); its CPU seconds and peak RSS come from wait4() (the process
-and its DataLoader workers; RSS is the largest one), objmount's from
-/proc/PID of its daemon, added into CPU-s/GiB and shown apart in the RSS
-column. A library that fails is a row with its error. The objmount rows
-also record objmountctl stats (requests, redirects, connections per GiB).
+phase to phase. Each client runs as its own process (loader_clients.py in
+the peers venv, with Debian's torch for all): the epoch's seconds and CPU
+are counted from after its imports and less its set-up (a dataset's
+listing, a DALI pipeline's build); its CPU covers the process and the
+DataLoader workers it reaped; peak RSS from wait4() (the largest process of
+the client's tree). For objmount rows the daemon's CPU during the row
+(/proc/PID/stat) is added into CPU-s/GiB and its peak RSS shown apart. A
+row that delivers other samples or bytes than were stored (npz: the arrays'
+bytes) is an error ("wrong data"), as is a library that fails; neither
+stops the run. The objmount rows also record objmountctl stats (requests,
+redirects, connections).
 
 Must run as root (FUSE mounts, drop_caches). Everything started is stopped
 on exit, errors, Ctrl-C and SIGTERM.
