@@ -381,6 +381,7 @@ class Bench:
             st1 = ctl_stats(self.ctl_bin, m.mountpoint)
             res["daemon_cpu_s"] = (peermod.cpu_seconds(m.pid) or 0.0) - cpu0
             res["daemon_rss_kib"] = peermod.peak_rss_kib(m.pid)
+            res["ctl_stats"] = {"before": st0, "after": st1}
             c0, c1 = http_counts(st0), http_counts(st1)
             res["http"] = {k: (b - a if a is not None and b is not None else None)
                            for k, a, b in zip(("requests", "redirects", "connections"), c0, c1)}
@@ -494,6 +495,23 @@ def table(results):
     return "\n".join(lines)
 
 
+def http_table(results):
+    """objmount's own requests, redirects and connections per GiB delivered
+    (objmountctl stats before and after each row)."""
+    lines = ["", "| dataset | phase | client | requests/GiB | redirects/GiB | connections/GiB |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for r in results:
+        h = r.get("http")
+        if not h or "error" in r or not r.get("bytes"):
+            continue
+        gib = r["bytes"] / GiB
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            r["dataset"], r["phase"], r["client"],
+            *("%.0f" % (h[k] / gib) if h.get(k) is not None else "?"
+              for k in ("requests", "redirects", "connections"))))
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", default="versitygw", choices=["versitygw", "aistore"])
@@ -530,7 +548,7 @@ def main():
         sys.exit("the peers venv is not built: run tools/bench/setup_peers.sh")
     try:
         results = b.run()
-        md = table(results)
+        md = table(results) + "\n" + http_table(results)
         print(md)
         if a.md:
             with open(a.md, "w") as f:
