@@ -213,8 +213,9 @@ class Dlio:
                 got = "missing: %s" % e
             if got != want:
                 bad.append(name)
-        listed = sum(1 for _ in iter_keys(cli, prefix + "/train/"))
-        return {"objects": n, "listed": listed, "bad": bad, "ok": not bad and listed == n}
+        # the directory's own marker (mkdir's "unet3d/train/") is not an object of DLIO's
+        keys = [k for k in iter_keys(cli, prefix + "/train/") if not k.endswith("/")]
+        return {"objects": n, "listed": len(keys), "bad": bad, "ok": not bad and len(keys) == n}
 
     def verify_ckpt(self, saved):
         cli = self.srv.client()
