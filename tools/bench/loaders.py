@@ -118,7 +118,7 @@ def make_data(local, args):
             f.write(os.urandom(size))
         lay["images"].append(name)
     os.makedirs(os.path.join(local, "npz"), exist_ok=True)
-    n = args.npz_files
+    n = args.npz_files if "npz" in args.datasets else 0
     for i in range(n):
         mib = 32 + (140 - 32) * i / max(1, n - 1)
         nbytes = int(mib * MiB * args.npz_scale)
@@ -148,7 +148,7 @@ def make_data(local, args):
     }
     # what a client must deliver: samples and bytes (npz: the arrays' bytes)
     lay["expect"] = {"images": (len(lay["images"]), lay["bytes"]["images"]),
-                     "npz": (len(lay["npz"]), lay["npz_arrays"]),
+                     "npz": (len(lay["npz"]), lay.get("npz_arrays", 0)),
                      "h5": (args.windows, lay["bytes"]["h5"]), "big": (1, lay["h5_size"])}
     return lay
 
@@ -166,7 +166,7 @@ def upload(srv, local, lay):
         cli.upload_file(os.path.join(local, k), BUCKET, k, Config=cfg)
     with ThreadPoolExecutor(8) as ex:
         list(ex.map(put, keys))
-    for k in ("npz/" + lay["npz"][0], lay["h5_key"]):
+    for k in ["npz/" + x for x in lay["npz"][:1]] + [lay["h5_key"]]:
         got = cli.head_object(Bucket=BUCKET, Key=k)["ContentLength"]
         if got != os.path.getsize(os.path.join(local, k)):
             raise RuntimeError("seeding: %s stored with %d bytes" % (k, got))
