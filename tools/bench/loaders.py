@@ -532,7 +532,14 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--md", default="", help="write the Markdown tables here")
     ap.add_argument("--keep-work", action="store_true")
+    ap.add_argument("--report", default="", help="only print the tables of a saved --out JSON "
+                    "(also of a run that was stopped: rows are saved as they finish)")
     a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            results = json.load(f)["results"]
+        print(table(results) + "\n" + http_table(results))
+        return
     if a.quick:
         a.images, a.npz_scale, a.h5_mib, a.windows = 200, a.npz_scale / 16, 64, 32
     a.phases = [p for p in a.phases.split(",") if p]
