@@ -108,8 +108,8 @@ struct om_store_caps {
      * keeps custom metadata). */
     bool user_meta;
     /* Characters no key may hold: AIStore's S3 API cuts an object's name
-     * at ';' and '?' (a PUT of "a;b" stores "a", a GET of "a;b" reads it),
-     * so two names would be one object. NULL: none. */
+     * at '?' and, where it redirects, at ';' (a PUT of "a;b" stores "a", a
+     * GET of "a;b" reads it), so two names would be one object. NULL: none. */
     const char *key_refused;
 };
 

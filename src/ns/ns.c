@@ -328,7 +328,6 @@ static struct om_file_meta meta_of(const struct om_object *o)
 
 /* The server does not copy: download to a temporary file, upload it with
  * the commit's verification. */
-
 static int copy_through(struct om_ns *ns, const char *src, const char *dst,
                         const struct om_object *o)
 {

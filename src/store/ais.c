@@ -358,8 +358,9 @@ void ai_object_from_headers(const struct om_header_list *h, struct om_object *ob
         obj->size = total;
     if ((v = om_headers_get(h, "Last-Modified")))
         om_parse_http_date(v, &obj->mtime);
-    /* a GET carries no Last-Modified: its access time (ns), which is what
-     * the listing shows too */
+    /* a GET carries no Last-Modified: the access time before it (ns),
+     * which is what the listing shows too for an object AIStore keeps no
+     * modification time of */
     if (!obj->mtime && (v = om_headers_get(h, "Ais-Atime")) &&
         om_parse_uint(v, OM_UINT_MAX, &a) == 0)
         obj->mtime = (time_t)(a / 1000000000u);
