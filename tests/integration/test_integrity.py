@@ -58,7 +58,7 @@ def no_uploads_left(s3client, bucket):
     # can stay listed for a moment under load
     def uploads():
         return s3client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-    wait_for(lambda: not uploads(), 10)
+    wait_for(lambda: not uploads(), 30)
     ups = uploads()
     assert not ups, "multipart uploads left behind: %s" % [(u["Key"], u["UploadId"]) for u in ups]
 
@@ -254,7 +254,7 @@ def test_a_signal_during_a_commit_lets_it_finish_and_leaves_nothing(
         # the close is committing (the daemon says so), parts going out slowly;
         # a close that reaches the daemon after the signal is not a commit
         # in flight (libfuse drops requests read after the session ended)
-        assert wait_for(lambda: commits_in_flight(m.path) >= 1, 10)
+        assert wait_for(lambda: commits_in_flight(m.path) >= 1, 60)
         m.proc.send_signal(sig)
         out = child.stdout.readline().strip()
         child.wait(60)
