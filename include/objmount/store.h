@@ -70,6 +70,11 @@ struct om_object {
      * parsed above this layer. */
     char etag[OM_ETAG_MAX];
     struct om_sum sum; /* a digest of the content, when the store states one */
+    /* What the version token's shape suggests, where the store also names
+     * its own digest in `sum` (AIStore's S3 API: an MD5-of-parts ETag beside
+     * a crc32c or MD5 of the whole): a second proof a writer may already
+     * hold. Type OM_SUM_NONE otherwise. */
+    struct om_sum etag_sum;
     char content_type[128];
     bool has_mode, has_uid, has_gid, has_mtime;
     uint32_t mode, uid, gid;

@@ -567,9 +567,13 @@ void om_s3_object_from_headers(const struct om_header_list *h, struct om_object 
     bool encrypted = (sse && strncasecmp(sse, "aws:kms", 7) == 0) ||
                      om_headers_get(h, "x-amz-server-side-encryption-customer-algorithm");
     /* AIStore states its checksum of the object, by name: firm, and made
-     * of the content where a multipart ETag is made of part ETags */
-    if (!om_sum_from_ais(om_headers_get(h, "x-amz-meta-ais-cksum-type"),
-                         om_headers_get(h, "x-amz-meta-ais-cksum-val"), &obj->sum))
+     * of the content where a multipart ETag is made of part ETags. Its
+     * type follows how the parts came (md5 when in order, crc32c when
+     * not), so the ETag's digest is kept beside it. */
+    if (om_sum_from_ais(om_headers_get(h, "x-amz-meta-ais-cksum-type"),
+                        om_headers_get(h, "x-amz-meta-ais-cksum-val"), &obj->sum))
+        om_s3_sum_from_etag(obj->etag, encrypted, &obj->etag_sum);
+    else
         om_s3_sum_from_etag(obj->etag, encrypted, &obj->sum);
     if ((v = om_headers_get(h, "Content-Type")))
         om_strlcpy(obj->content_type, v, sizeof(obj->content_type));

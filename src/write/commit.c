@@ -106,7 +106,9 @@ static int read_back(struct om_writer *w, uint64_t size, const char *etag,
 /* After PUT or Complete: the object must be what the staging file holds.
  * A HEAD gives its size and the digest the store states of it (an MD5
  * ETag, the multipart ETag of these very parts, AIStore's checksum);
- * om_sum_check compares that with ours, computing the digest we lack. A
+ * om_sum_check compares that with ours, computing the digest we lack
+ * (unless the other digest the answer gives, AIStore's multipart ETag
+ * beside its checksum, is one we hold and it matches). A
  * firm digest of other bytes fails the commit; what no digest proves (no
  * digest stated, or one read off a token's shape that differs) is read
  * back and compared, unless verify=size; verify=read reads back always.
@@ -131,6 +133,11 @@ static int verify(struct om_writer *w, uint64_t size, struct om_local_sums *have
     }
     om_strlcpy(etag_out, o.etag, OM_ETAG_MAX);
     enum om_proof proof = om_sum_check(&o.sum, have);
+    if (proof == OM_PROOF_MISSING && om_sum_check(&o.etag_sum, have) == OM_PROOF_MATCH) {
+        /* the digest we hold proves it: no pass over the file for the other */
+        o.sum = o.etag_sum;
+        proof = OM_PROOF_MATCH;
+    }
     if (proof == OM_PROOF_MISSING) {
         if ((rc = local_sum(w, size, o.sum.type, have)) != 0)
             return rc;

@@ -233,6 +233,43 @@ START_TEST(test_object_headers)
 }
 END_TEST
 
+START_TEST(test_aistore_states_two_digests)
+{
+    /* AIStore's S3 HEAD of a multipart object: the MD5-of-parts ETag and
+     * its own checksum of the whole, crc32c when the parts came out of
+     * order (seen on v1.5.0 with md5 buckets) */
+    struct om_header_list h = {0};
+    om_headers_add(&h, "Content-Length", "17825792");
+    om_headers_add(&h, "ETag", "\"682c7a3001e1a413282fc6aa7916659b-4\"");
+    om_headers_add(&h, "x-amz-meta-ais-cksum-type", "crc32c");
+    om_headers_add(&h, "x-amz-meta-ais-cksum-val", "46e7764a");
+    struct om_object o;
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_int_eq(o.sum.type, OM_SUM_CRC32C);
+    ck_assert(o.sum.firm);
+    ck_assert_str_eq(o.sum.hex, "46e7764a");
+    ck_assert_int_eq(o.etag_sum.type, OM_SUM_MD5_PARTS);
+    ck_assert_int_eq(o.etag_sum.parts, 4);
+    ck_assert_str_eq(o.etag_sum.hex, "682c7a3001e1a413282fc6aa7916659b");
+    om_headers_free(&h);
+    /* a checksum of a size that is not its type's is no checksum: the
+     * ETag's digest is the only one, where a digest always was */
+    om_headers_add(&h, "ETag", "\"682c7a3001e1a413282fc6aa7916659b-4\"");
+    om_headers_add(&h, "x-amz-meta-ais-cksum-type", "md5");
+    om_headers_add(&h, "x-amz-meta-ais-cksum-val", "cd08b8bd");
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_int_eq(o.sum.type, OM_SUM_MD5_PARTS);
+    ck_assert_int_eq(o.etag_sum.type, OM_SUM_NONE);
+    om_headers_free(&h);
+    /* any other server: one digest */
+    om_headers_add(&h, "ETag", "\"d41d8cd98f00b204e9800998ecf8427e\"");
+    om_s3_object_from_headers(&h, &o);
+    ck_assert_int_eq(o.sum.type, OM_SUM_MD5);
+    ck_assert_int_eq(o.etag_sum.type, OM_SUM_NONE);
+    om_headers_free(&h);
+}
+END_TEST
+
 START_TEST(test_numbers_from_the_server_are_checked)
 {
     uint64_t v = 7;
@@ -309,6 +346,7 @@ int main(void)
     tcase_add_test(tc, test_etag_shapes_give_digests_never_firm);
     tcase_add_test(tc, test_a_digest_proves_only_what_it_can);
     tcase_add_test(tc, test_object_headers);
+    tcase_add_test(tc, test_aistore_states_two_digests);
     tcase_add_test(tc, test_numbers_from_the_server_are_checked);
     tcase_add_test(tc, test_bad_sizes_and_mtimes_are_ignored);
     suite_add_tcase(s, tc);
