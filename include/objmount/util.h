@@ -65,7 +65,10 @@ int om_parse_iso8601(const char *s, time_t *out);
  * Returns 0 or -EINVAL. */
 int om_parse_http_date(const char *s, time_t *out);
 
-/* Wait on c (made with a CLOCK_MONOTONIC condattr) for at most ms
+/* A condition variable on the monotonic clock, which om_cond_wait_ms needs. */
+void om_cond_init_monotonic(pthread_cond_t *c);
+
+/* Wait on c (made with om_cond_init_monotonic) for at most ms
  * milliseconds; caller holds mu. Returns pthread_cond_timedwait's result. */
 int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms);
 

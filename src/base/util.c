@@ -344,6 +344,15 @@ static void *bounded_main(void *p)
     return NULL;
 }
 
+void om_cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 int om_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t ms)
 {
     struct timespec ts;
@@ -364,11 +373,7 @@ int om_run_bounded(int (*fn)(void *), void *arg, uint64_t timeout_ms, uint64_t p
     if (!b)
         return -ENOMEM;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&b->cond);
     b->fn = fn;
     b->arg = arg;
     b->refs = 2;

@@ -862,11 +862,7 @@ struct om_dcache *om_dcache_new(const struct om_dcache_config *cfg, char *err, s
     dc->st.storing = true;
     dc->direct = true;
     pthread_mutex_init(&dc->lock, NULL);
-    pthread_condattr_t ca; /* the workers' timed waits (direct_trim) are monotonic */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&dc->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&dc->cond); /* the workers' timed waits (direct_trim) are monotonic */
     pthread_cond_init(&dc->verified_cond, NULL);
     dc->endpoint = strdup(cfg->endpoint ? cfg->endpoint : "");
     dc->bucket = strdup(cfg->bucket ? cfg->bucket : "");

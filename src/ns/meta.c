@@ -48,11 +48,7 @@ struct om_meta *om_meta_new(struct om_store *store, const struct om_meta_config 
     m->next_ino = OM_ROOT_INO + 1;
     m->st.inodes = 1;
     m->st.budget = cfg->memory_budget;
-    pthread_condattr_t ca; /* the reclaim waits on the monotonic clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->reclaim_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&m->reclaim_cond); /* the reclaim waits on the monotonic clock */
     if (cfg->memory_budget && mi_reclaim_start(m))
         om_warn("no reclaim thread: the metadata budget is not held");
     return m;

@@ -521,11 +521,7 @@ struct om_prefetcher *om_prefetcher_new(struct om_meta *m, struct om_readers *rs
     }
     pf->cfg.prefix = pf->prefix;
     pthread_mutex_init(&pf->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&pf->work, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&pf->work);
     for (int i = 0; i < HINT_THREADS; i++)
         pf->nthreads += pthread_create(&pf->threads[pf->nthreads], NULL, resolver_main, pf) == 0;
     if (!pf->nthreads)

@@ -1066,11 +1066,7 @@ struct om_readers *om_readers_new(struct om_store *store, const struct om_reader
     }
     pthread_mutex_init(&rs->lock, NULL);
     pthread_cond_init(&rs->cond, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&rs->stash_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&rs->stash_cv);
     /* without the janitor, the stash is only expired by the next reads */
     rs->janitor_running = pthread_create(&rs->janitor, NULL, janitor_main, rs) == 0;
     return rs;

@@ -475,11 +475,7 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
     if (!sh || !(sh->key = strdup(key)))
         goto fail;
     pthread_mutex_init(&sh->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* om_cond_wait_ms */
-    pthread_cond_init(&sh->through_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    om_cond_init_monotonic(&sh->through_cv); /* om_cond_wait_ms */
     sh->dir_ino = file->ino;
     sh->file = *file;
     sh->dir = *file;

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "objmount/log.h"
@@ -445,6 +446,39 @@ bool wi_upload_spoiled(struct om_writer *w)
     return false;
 }
 
+struct listed_again {
+    const char *key, *id;
+    bool found;
+};
+
+static int find_upload(void *ud, const struct om_upload_entry *e)
+{
+    struct listed_again *l = ud;
+    if (strcmp(e->key, l->key) == 0 && strcmp(e->upload_id, l->id) == 0)
+        l->found = true;
+    return 0;
+}
+
+/* An upload aborted while a part cancelled on our side may still have been
+ * running on the server (wi_drain): look for it a moment later, and abort
+ * it again while it is listed. */
+static void abort_again_while_listed(struct om_writer *w, const char *id)
+{
+    for (unsigned pause_ms = 1000; pause_ms <= 4000; pause_ms *= 2) {
+        struct timespec ts = {.tv_sec = pause_ms / 1000};
+        nanosleep(&ts, NULL);
+        struct listed_again l = {.key = w->key, .id = id};
+        struct om_store_error err;
+        if (om_store_mpu_list(w->ws->store, w->key, find_upload, &l, &err) != 0 || !l.found)
+            return;
+        om_warn("%s: upload %s is listed again after its abort (a part was still being stored): "
+                "aborting it again",
+                w->key, id);
+        if (om_store_mpu_abort(w->ws->store, w->key, id, &err) != 0)
+            return;
+    }
+}
+
 void wi_abort_upload(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);
@@ -464,6 +498,8 @@ void wi_abort_upload(struct om_writer *w)
         w->parts[i]->failures = 0;
     }
     w->aborting = false;
+    bool check = w->parts_cancelled;
+    w->parts_cancelled = false;
     pthread_mutex_unlock(&w->lock);
     if (!id)
         return;
@@ -473,6 +509,8 @@ void wi_abort_upload(struct om_writer *w)
         om_warn("aborting upload %s of %s: %s (it can be aborted later with objmountctl "
                 "uploads abort)",
                 id, w->key, strerror(-rc));
+    else if (check)
+        abort_again_while_listed(w, id);
     free(id);
 }
 

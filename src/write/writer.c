@@ -273,7 +273,7 @@ int om_writer_open(struct om_writers *ws, uint64_t ino, const char *key,
     w->refs = 1;
     w->key = strdup(key);
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
+    om_cond_init_monotonic(&w->cond); /* wi_drain's timed wait */
     w->base = *base;
     w->meta = base->meta;
     w->stored_exists = base->exists;
@@ -437,16 +437,32 @@ void om_writer_release(struct om_writer *w)
         om_heap_idle();
 }
 
+/* How long a writer going away lets its parts in flight end by themselves
+ * before it cancels them. A part cancelled on our side may still be stored
+ * by the server after the abort that follows: versitygw links it into a
+ * new directory of the aborted upload, which is then listed again for
+ * good, and AWS says an abort may have to be repeated while parts are in
+ * progress. So an upload is aborted once none of its requests runs, unless
+ * the server takes longer than this (then the abort is checked, below). */
+#define DRAIN_WAIT_MS 15000
+
 void wi_drain(struct om_writer *w)
 {
     pthread_mutex_lock(&w->lock);
     w->dying = true;
     for (int i = 0; i < w->nparts; i++) {
+        if (w->parts[i]->state == P_QUEUED)
+            w->parts[i]->state = P_IDLE;
+    }
+    uint64_t deadline = om_now_ms() + DRAIN_WAIT_MS;
+    for (uint64_t now; w->inflight > 0 && (now = om_now_ms()) < deadline;)
+        om_cond_wait_ms(&w->cond, &w->lock, deadline - now);
+    for (int i = 0; i < w->nparts; i++) {
         struct part *p = w->parts[i];
-        if (p->state == P_QUEUED)
-            p->state = P_IDLE;
-        else if (p->state == P_UPLOADING)
+        if (p->state == P_UPLOADING) {
             om_store_part_cancel(w->ws->store, &p->put);
+            w->parts_cancelled = true;
+        }
     }
     while (w->in_queue || w->working || w->inflight > 0)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -667,7 +683,7 @@ int om_writer_push_file(struct om_writers *ws, const char *path, const char *key
     w->refs = 1;
     w->key = strdup(key);
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
+    om_cond_init_monotonic(&w->cond); /* wi_drain's timed wait */
     w->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     int rc = !w->key ? -ENOMEM : w->fd < 0 || fstat(w->fd, &st) != 0 ? -errno : 0;

@@ -79,6 +79,7 @@ struct om_writer {
     bool working; /* a worker is hashing this writer's parts */
     bool aborting; /* the upload is being abandoned: start no part */
     bool dying;    /* being destroyed: never queued again */
+    bool parts_cancelled; /* wi_drain cancelled parts in flight: check the abort */
     bool part_failed;
     int inflight;
     struct part **parts;
@@ -172,7 +173,8 @@ bool wi_upload_spoiled(struct om_writer *w);
 
 /* writer.c; no lock held */
 /* Stop all background work on a writer nobody can reach any more: nothing
- * is queued again, uploads under way are cancelled and waited for. */
+ * is queued again, uploads under way are waited for (cancelled past a
+ * deadline). */
 void wi_drain(struct om_writer *w);
 /* the writer is no longer reachable and drained */
 void wi_writer_destroy(struct om_writer *w);
