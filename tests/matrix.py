@@ -5,9 +5,11 @@ tests/conftest.py reads this table and, in each pass, keeps the files that
 run on that kind. A file runs on a kind when the kind is in its row. A file
 that does not run on an AIStore kind although it uses a server says why in
 SKIPS (shown as a skip reason, naming the AIStore behaviour); a file that
-runs ONCE needs no server of its own kind (a synthetic server, the built
-package, objmount's own programs and options) and runs in the versitygw
-pass only. Every test file must have a row: a new file without one fails
+runs ONCE needs no server of its own kind (the built package, objmount's
+own programs and options) and runs in the versitygw pass only; one that
+starts a server of its own (a synthetic bucket, the demo's AIStore) runs
+ELSEWHERE, in the pass with the least work (which pass does not matter to
+it; the test command's time does). Every test file must have a row: a new file without one fails
 the collection, so no file is left out by accident.
 
 Groups:
@@ -23,6 +25,8 @@ Groups:
   PLAIN  S3 servers without redirects (s3fs-fuse peers, request counts,
          the fault proxy's S3 faults, the servers' S3 facts)
   ONCE   versitygw only
+  ELSEWHERE  files with a server of their own: AIStore's reverse-proxy
+         pass only, the shortest
   AIS    the AIStore kinds only (what AIStore does where S3 servers differ)
 """
 
@@ -31,6 +35,7 @@ S3 = ("versitygw", "swift", "aistore", "aistore-proxy")
 STRESS = ("versitygw", "aistore")
 PLAIN = ("versitygw", "swift")
 ONCE = ("versitygw",)
+ELSEWHERE = ("aistore-proxy",)
 AIS = ("aistore", "aistore-proxy", "ais")
 
 FILES = {
@@ -66,7 +71,7 @@ FILES = {
     "loaders/test_checkpoints.py": EVERY,
     "loaders/test_images.py": EVERY,
     "loaders/test_streams.py": EVERY,
-    "loaders/test_demo.py": ONCE,
+    "loaders/test_demo.py": ELSEWHERE,
     # the S3 protocol and the fault proxy's S3 faults
     "integration/test_s3_client.py": S3,
     "integration/test_upload_part_copy.py": PLAIN,
@@ -92,12 +97,12 @@ FILES = {
     "integration/test_helper_install.py": ONCE,
     "integration/test_helper_mount.py": ONCE,
     "integration/test_manifest.py": ONCE,
-    "integration/test_manifest_scale.py": ONCE,
+    "integration/test_manifest_scale.py": ELSEWHERE,
     "integration/test_meta_budget.py": ONCE,
     "integration/test_mount_cli.py": ONCE,
     "integration/test_package.py": ONCE,
     "integration/test_service.py": ONCE,
-    "integration/test_synthbucket.py": ONCE,
+    "integration/test_synthbucket.py": ELSEWHERE,
 }
 
 STRESS_WHY = ("a stress file: the same read and write paths run here in the read and write "

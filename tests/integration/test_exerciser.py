@@ -93,7 +93,7 @@ def test_omfsx_short(rw_mount, bucket, s3client, tmp_path, opts):
     models = str(tmp_path / "models")
     os.mkdir(models)
     with rw_mount(bucket, opts) as m:
-        run_omfsx(m.path, models, seed=1, ops=1500)
+        run_omfsx(m.path, models, seed=1, ops=1000)
     names = sorted(os.listdir(models))
     assert len(names) == 4
     for name in names:

@@ -18,7 +18,7 @@ from harness.synthserver import REPO_ROOT, mounts_of, serving
 sys.path.insert(0, os.path.join(REPO_ROOT, "tools"))
 import synthbucket  # noqa: E402
 
-# a synthetic server, not the selected one: run in the versitygw pass only
+# a synthetic server, not the selected one: run in one pass only (tests/matrix.py, ELSEWHERE)
 
 KEYS = 20000
 LAYOUT = dict(fanout=8, per_dir=500, size=3000)
