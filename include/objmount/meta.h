@@ -148,6 +148,12 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
  * ino. The kernel page cache now holds these bytes. */
 void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *obj);
 
+/* A version token a read learned by a HEAD for ino, listed without one
+ * (AIStore's S3 API): kept while the inode has no token and still has
+ * size, so the next open within the inode's validity asks no HEAD. What
+ * refreshes the inode (a listing, a HEAD) replaces it. */
+void om_meta_learned_version(struct om_meta *m, uint64_t ino, uint64_t size, const char *etag);
+
 /* Resolve name in parent as a lookup does, without counting a kernel
  * lookup. *key receives the object key (caller frees; directories end with
  * '/'). */

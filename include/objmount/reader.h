@@ -135,6 +135,11 @@ void om_reader_set_window(struct om_reader *r, uint64_t window);
  * Takes the pool lock. */
 uint64_t om_reader_object_gets(struct om_reader *r);
 
+/* The version token of the object r reads into out ("" when none is
+ * known): the caller's, or what the open learned by a HEAD for an object
+ * listed without one (AIStore's S3 API, data cache on). */
+void om_reader_version(const struct om_reader *r, char out[OM_ETAG_MAX]);
+
 /* Cancel prefetches, wait for requests in flight, free everything. */
 void om_reader_close(struct om_reader *r);
 

@@ -458,6 +458,11 @@ static struct om_reader *handle_reader(struct om_fs *fs, struct fh *h)
     struct om_reader *mine = om_reader_open(fs->readers, h->key, h->size, h->etag);
     if (!mine)
         return NULL;
+    if (!h->etag[0]) { /* a version learned by a HEAD: the next open needs none */
+        char v[OM_ETAG_MAX];
+        om_reader_version(mine, v);
+        om_meta_learned_version(fs->meta, h->ino, h->size, v);
+    }
     struct om_reader *none = NULL;
     if (__atomic_compare_exchange_n(&h->reader, &none, mine, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))

@@ -157,6 +157,21 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *
 }
 
 
+void om_meta_learned_version(struct om_meta *m, uint64_t ino, uint64_t size, const char *etag)
+{
+    if (!etag || !etag[0])
+        return;
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    if (i && !i->retired && !i->is_dir && i->size == size) {
+        char have[OM_ETAG_MAX];
+        mi_inode_etag(i, have);
+        if (!have[0])
+            mi_inode_set_etag(m, i, etag);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 int om_meta_resolve(struct om_meta *m, uint64_t parent, const char *name, struct om_attr *out,
                     char **key)
 {

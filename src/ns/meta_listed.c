@@ -50,6 +50,11 @@ int om_meta_listed_files(struct om_meta *m, uint64_t dir, uint64_t pos, uint64_t
         f->pos = p;
         f->size = e->size;
         mi_dentry_etag(e, f->etag);
+        if (!f->etag[0]) { /* listed without one: a version an open learned (om_meta_learned_version) */
+            struct inode *c = mi_child_get(d, e->name);
+            if (c && !c->retired && c->size == e->size)
+                mi_inode_etag(c, f->etag);
+        }
         n++;
     }
     pthread_mutex_unlock(&m->lock);

@@ -866,6 +866,25 @@ static struct robj *obj_find_prefetched(struct om_readers *rs, const char *key, 
     return NULL;
 }
 
+/* The version of a stashed object of key and size that no open has taken
+ * yet (a lookup or the prefetch fetched it, asking its version when the
+ * listing gave none), into out; false when there is none. Caller holds
+ * lock. */
+static bool stashed_version(struct om_readers *rs, const char *key, uint64_t size,
+                            char out[OM_ETAG_MAX])
+{
+    uint64_t h = key_hash(key);
+    for (struct om_hnode *n = om_htable_first(&rs->objs, h); n; n = om_htable_next(n, h)) {
+        struct robj *o = om_container_of(n, struct robj, node);
+        if (o->size == size && o->stashed && !o->opened && o->etag[0] &&
+            strcmp(o->key, key) == 0) {
+            om_strlcpy(out, o->etag, OM_ETAG_MAX);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* A new object, in the table when its ETag is known (an object without one
  * is read by its handle alone). NULL on ENOMEM. Caller holds lock. */
 static struct robj *obj_new(struct om_readers *rs, const char *key, const char *etag,
@@ -1370,8 +1389,9 @@ void om_readers_free(struct om_readers *rs)
 
 /* A listing without version tokens (AIStore's S3 API lists objects of a
  * non-MD5 checksum without ETags): with the data cache on, the version the
- * cache is keyed by comes from a HEAD, once per open; a prefetch of such a
- * file asks the same way. The version is kept
+ * cache is keyed by comes from a HEAD at open (the caller may keep it for
+ * the next open: om_reader_version); a prefetch of such a file asks the
+ * same way. The version is kept
  * only when the HEAD shows the size the open has (else the object changed
  * since it was listed, and the open reads without the cache). */
 static void version_for_cache(struct om_readers *rs, const char *key, uint64_t size,
@@ -1386,6 +1406,11 @@ static void version_for_cache(struct om_readers *rs, const char *key, uint64_t s
     pthread_mutex_unlock(&rs->lock);
 }
 
+void om_reader_version(const struct om_reader *r, char out[OM_ETAG_MAX])
+{
+    om_strlcpy(out, r->o->etag, OM_ETAG_MAX); /* set when the object is made, never changed */
+}
+
 struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_t size,
                                  const char *etag)
 {
@@ -1396,7 +1421,11 @@ struct om_reader *om_reader_open(struct om_readers *rs, const char *key, uint64_
         etag = "";
     char headed[OM_ETAG_MAX] = "";
     if (!etag[0] && rs->cfg.dcache && size > 0) {
-        version_for_cache(rs, key, size, headed);
+        pthread_mutex_lock(&rs->lock);
+        bool known = stashed_version(rs, key, size, headed);
+        pthread_mutex_unlock(&rs->lock);
+        if (!known)
+            version_for_cache(rs, key, size, headed);
         etag = headed;
     }
     r->rs = rs;
