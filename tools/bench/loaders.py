@@ -36,6 +36,8 @@ the library's own concurrency where it recommends num_workers=0: s3dlio):
   dali-s3          DALI 2.4.0 fn.readers.file over s3:// (CPU pipeline)
   dali-mount       the same over objmount's mount
   local            plain DataLoader over the files on local disk (the floor)
+  s3fs, rclone     the mount peers (tools/bench/peers.py settings, read-only)
+                   + the same DataLoader over files
   and on AIStore (--server aistore):
   objmount-ais     objmount over ais://bench (AIStore's native API)
   ais-map          AIStore SDK 2.0.0 AISMapDataset in a DataLoader
@@ -58,6 +60,14 @@ row that delivers other samples or bytes than were stored (npz: the arrays'
 bytes) is an error ("wrong data"), as is a library that fails; neither
 stops the run. The objmount rows also record objmountctl stats (requests,
 redirects, connections).
+
+--write-check (once per run, before the phases, without added latency): each
+mount (objmount, objmount-ais on AIStore, s3fs, rclone; their write
+settings) takes a 40 MiB file by cp, is unmounted (rclone uploads after
+close), and the object is read back with boto3 straight from the server:
+"stored and equal", "stored, other bytes", or what failed (cp's error, the
+object missing). The question it answers on AIStore: whose writes get
+through the proxy's 307s.
 
 Must run as root (FUSE mounts, drop_caches). Everything started is stopped
 on exit, errors, Ctrl-C and SIGTERM.
@@ -94,6 +104,7 @@ PHASES = {
 S3_CLIENTS = ["objmount", "objmount-cached", "s3torch", "s3dlio", "dali-s3", "dali-mount",
               "local"]
 AIS_CLIENTS = ["objmount-ais", "ais-map", "ais-get", "aisloader"]
+MOUNT_PEERS = {"s3fs": peermod.S3fs, "rclone": peermod.Rclone}
 DATASETS = ["images", "npz", "h5", "big"]
 
 
@@ -251,6 +262,7 @@ class Bench:
         self.venv_py = subprocess.run([os.path.join(HERE, "setup_peers.sh"), "--check"],
                                       capture_output=True, text=True).stdout.strip()
         self.local = os.path.join(work, "local")
+        self.writes = []
 
     def env(self, ep):
         env = peermod.clean_env()
@@ -348,6 +360,69 @@ class Bench:
             with contextlib.suppress(OSError):
                 os.rmdir(mnt)
 
+    @contextlib.contextmanager
+    def peer_mount(self, client, write=False):
+        """s3fs-fuse or rclone on the bucket through the fault proxy."""
+        peer = MOUNT_PEERS[client]()
+        peer.prepare(self.s3_ep, self.work)
+        mnt = tempfile.mkdtemp(prefix="mnt-%s-" % client, dir=self.work)
+        m = peer.mount(self.s3_ep, mnt, self.work, os.path.join(self.work, client + ".log"),
+                       write=write)
+        try:
+            yield m
+        finally:
+            problems = peermod.unmount(m)
+            if problems:
+                log("unmount %s: %s" % (mnt, "; ".join(problems)))
+            peer.after_unmount(write=write)
+            with contextlib.suppress(OSError):
+                os.rmdir(mnt)
+
+    def write_check(self, srv, clients):
+        """Whose writes get through: a 40 MiB file by cp through each mount,
+        read back with boto3 after the unmount."""
+        import hashlib
+        src = os.path.join(self.work, "write-check.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(40 * MiB))
+        with open(src, "rb") as f:
+            want = hashlib.md5(f.read()).hexdigest()
+        cli = srv.client()
+        results = []
+        for client in clients:
+            key = "written-by-%s.bin" % client
+            res = {"client": client, "key": key}
+            try:
+                if client in MOUNT_PEERS:
+                    cm = self.peer_mount(client, write=True)
+                else:
+                    source = "ais://" + BUCKET if client == "objmount-ais" else BUCKET
+                    ep = self.native_ep if client == "objmount-ais" else self.s3_ep
+                    cm = self.mount(source, ep, [])
+                with cm as m:
+                    t = time.monotonic()
+                    p = subprocess.run(["cp", src, os.path.join(m.mountpoint, key)],
+                                       capture_output=True, text=True, timeout=300)
+                    res["cp_seconds"] = time.monotonic() - t
+                    res["cp"] = "ok" if p.returncode == 0 else (p.stderr.strip()[-300:]
+                                                                or "exit %d" % p.returncode)
+                    log_tail = m.log_tail(600) if hasattr(m, "log_tail") else ""
+            except (peermod.MountError, subprocess.TimeoutExpired) as e:
+                res["cp"] = "mount or cp: %s" % e
+                log_tail = ""
+            try:
+                body = cli.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+                got = hashlib.md5(body).hexdigest()
+                res["stored"] = ("stored and equal" if got == want else
+                                 "stored, other bytes (%d of %d)" % (len(body), 40 * MiB))
+            except Exception as e:  # noqa: BLE001 (any client error is the finding)
+                res["stored"] = "not stored: %s" % str(e)[:200]
+            if res["cp"] != "ok" or not res["stored"].startswith("stored and"):
+                res["log_tail"] = log_tail
+            results.append(res)
+            log("  write  %-15s cp: %s; %s" % (client, res["cp"][:120], res["stored"][:120]))
+        return results
+
     def row(self, client, dataset):
         """One measured row; returns its result dict."""
         s3 = "s3://%s/" % BUCKET
@@ -361,6 +436,14 @@ class Bench:
             return self.aisloader(dataset)
         if client == "local":
             return self.run_client(self.spec("files", dataset, self.local, ""), self.s3_ep)
+        if client in MOUNT_PEERS:
+            with self.peer_mount(client) as m:
+                cpu0 = peermod.cpu_seconds(m.pid) or 0.0
+                res = self.run_client(self.spec("files", dataset, m.mountpoint, self.s3_ep),
+                                      self.s3_ep)
+                res["daemon_cpu_s"] = (peermod.cpu_seconds(m.pid) or 0.0) - cpu0
+                res["daemon_rss_kib"] = peermod.peak_rss_kib(m.pid)
+            return res
         source, ep, opts = BUCKET, self.s3_ep, ["ro"]
         if client == "objmount-ais":
             source, ep = "ais://" + BUCKET, self.native_ep
@@ -417,6 +500,13 @@ class Bench:
                 self.s3_ep = fp.endpoint
                 self.native_ep = "http://127.0.0.1:%d" % fp.port
                 results = []
+                if a.write_check:
+                    fp.set_faults(latency=None)
+                    writers = ["objmount"] + (["objmount-ais"] if ais else []) + \
+                        [c for c in clients if c in MOUNT_PEERS]
+                    self.writes = self.write_check(srv, writers)
+                    if a.out:
+                        self.save(results)
                 for pi, phase in enumerate(a.phases):
                     fp.set_faults(latency=PHASES[phase])
                     k = pi % len(clients)
@@ -448,6 +538,7 @@ class Bench:
 
     def save(self, results):
         meta = {"args": vars(self.args), "layout_bytes": self.lay["bytes"],
+                "writes": getattr(self, "writes", []),
                 "images": len(self.lay["images"]), "npz": len(self.lay["npz"]),
                 "loadavg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                                    time.gmtime())}
@@ -512,6 +603,18 @@ def http_table(results):
     return "\n".join(lines)
 
 
+def write_table(writes):
+    """--write-check: one line per mount."""
+    if not writes:
+        return ""
+    lines = ["", "| mount | cp of 40 MiB | the object, read back with boto3 |", "| --- | --- | --- |"]
+    for w in writes:
+        cp = w["cp"] if w["cp"] != "ok" else "ok (%.1f s)" % w.get("cp_seconds", 0)
+        lines.append("| %s | %s | %s |" % (w["client"], cp.replace("|", "/").replace("\n", " "),
+                                           w["stored"].replace("|", "/").replace("\n", " ")))
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", default="versitygw", choices=["versitygw", "aistore"])
@@ -531,14 +634,17 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per row")
     ap.add_argument("--out", default="")
     ap.add_argument("--md", default="", help="write the Markdown tables here")
+    ap.add_argument("--write-check", action="store_true",
+                    help="first, a 40 MiB cp through each mount, read back with boto3")
     ap.add_argument("--keep-work", action="store_true")
     ap.add_argument("--report", default="", help="only print the tables of a saved --out JSON "
                     "(also of a run that was stopped: rows are saved as they finish)")
     a = ap.parse_args()
     if a.report:
         with open(a.report) as f:
-            results = json.load(f)["results"]
-        print(table(results) + "\n" + http_table(results))
+            saved = json.load(f)
+        print(table(saved["results"]) + "\n" + http_table(saved["results"])
+              + "\n" + write_table(saved["meta"].get("writes", [])))
         return
     if a.quick:
         a.images, a.npz_scale, a.h5_mib, a.windows = 200, a.npz_scale / 16, 64, 32
@@ -548,6 +654,10 @@ def main():
     for p in a.phases:
         if p not in PHASES:
             ap.error("unknown phase %s" % p)
+    known = S3_CLIENTS + AIS_CLIENTS + list(MOUNT_PEERS)
+    for c in a.clients:
+        if c not in known:
+            ap.error("unknown client %s (known: %s)" % (c, ", ".join(known)))
     peermod.start_run(log, "FUSE mounts and drop_caches")
     work = tempfile.mkdtemp(prefix="objmount-loaders-", dir="/var/tmp")
     b = Bench(a, work)
@@ -555,7 +665,7 @@ def main():
         sys.exit("the peers venv is not built: run tools/bench/setup_peers.sh")
     try:
         results = b.run()
-        md = table(results) + "\n" + http_table(results)
+        md = table(results) + "\n" + http_table(results) + "\n" + write_table(b.writes)
         print(md)
         if a.md:
             with open(a.md, "w") as f:
