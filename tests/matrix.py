@@ -71,6 +71,7 @@ FILES = {
     "loaders/test_checkpoints.py": EVERY,
     "loaders/test_images.py": EVERY,
     "loaders/test_streams.py": EVERY,
+    "loaders/test_dali_style.py": EVERY,
     "loaders/test_demo.py": ELSEWHERE,
     # the S3 protocol and the fault proxy's S3 faults
     "integration/test_s3_client.py": S3,

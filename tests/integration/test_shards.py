@@ -21,28 +21,7 @@ import pytest
 
 from harness import admin
 from harness.mount import MiB, check_bytes, wait_for
-
-LONG_DIR = "d" * 120
-LONG_KEY = "sample_" + "k" * 233  # a WebDataset key of 240 bytes: past ustar's limits
-
-
-def content(name, size):
-    seed = hashlib.sha256(name.encode()).digest()
-    return (seed * (size // len(seed) + 1))[:size]
-
-
-def add_file(tf, name, size, mode=0o644, mtime=1700000000):
-    ti = tarfile.TarInfo(name)
-    ti.size, ti.mode, ti.mtime = size, mode, mtime
-    ti.uid = ti.gid = 1000
-    tf.addfile(ti, io.BytesIO(content(name, size)))
-
-
-def add_special(tf, name, type_, link="", mode=0o755):
-    ti = tarfile.TarInfo(name)
-    ti.type, ti.linkname, ti.mode, ti.mtime = type_, link, mode, 1700000000
-    tf.addfile(ti)
-
+from harness.tars import LONG_DIR, LONG_KEY, add_file, add_special, content, dali_index
 
 def make_shard(fmt, n=1100, big=False, tag=""):
     """A shard of n members (WebDataset samples .jpg/.cls), plus a
@@ -163,25 +142,6 @@ def test_a_shard_lists_and_reads_as_tarfile_extracts_it(rw_mount, bucket, s3clie
     st = stats(m)
     assert st["opened"] == 1 and st["index_builds"] == 1 and st["members_read"] >= len(files) - 1
     assert st["index_scan_gets"] >= 2, st  # the 5 MiB member was hopped over: a second GET
-
-
-def dali_index(data):
-    """wds2idx.py's v1.2 index of data (as tests/unit/shard/make_tars.py)."""
-    samples, last = [], None
-    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-        for ti in tf:
-            if ti.type != tarfile.REGTYPE:
-                continue
-            name = ti.name
-            dot = name.find(".", name.rfind("/") + 1)
-            base, ext = name[:dot], name[dot + 1:]
-            if not base or base.endswith("/"):
-                continue
-            if base != last:
-                samples.append([])
-                last = base
-            samples[-1].append("%s %d %d %s" % (ext, ti.offset_data, ti.size, name))
-    return ("v1.2 %d\n" % len(samples) + "".join(" ".join(s) + "\n" for s in samples)).encode()
 
 
 def wids_index(data):

@@ -22,45 +22,17 @@ np.array of [offset, size] of its regular files) in pickle protocol N.
                                    to read them back)
 """
 import hashlib
-import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from harness import tars  # noqa: E402
+from harness.tars import LONG_DIR, LONG_KEY, LONG_NAME, add_file, add_special  # noqa: E402
+
 out = sys.argv[1]
-
-
-def content(name, size):
-    seed = hashlib.sha256(name.encode()).digest()
-    return (seed * (size // len(seed) + 1))[:size]
-
-
-def add_file(tf, name, size, mode=0o644, mtime=1700000000, uid=1000, gid=1000):
-    ti = tarfile.TarInfo(name)
-    ti.size = size
-    ti.mode = mode
-    ti.mtime = mtime
-    ti.uid, ti.gid = uid, gid
-    ti.uname, ti.gname = "u", "g"
-    tf.addfile(ti, io.BytesIO(content(name, size)))
-
-
-def add_special(tf, name, type_, link="", mode=0o755, mtime=1700000000):
-    ti = tarfile.TarInfo(name)
-    ti.type = type_
-    ti.linkname = link
-    ti.mode = mode
-    ti.mtime = mtime
-    ti.uid, ti.gid = 1000, 1000
-    tf.addfile(ti)
-
-
-# a WebDataset key of 240 bytes in a directory of 120: past ustar's 100 and 155
-LONG_DIR = "d" * 120
-LONG_KEY = "sample_" + "k" * 233
-LONG_NAME = LONG_DIR + "/" + LONG_KEY + ".jpg"
 
 
 def members_common(tf, fraction):
@@ -144,26 +116,11 @@ def expect(path):
 
 
 def dali_index(path):
-    """wds2idx.py's v1.2 index, from tarfile (its fallback when GNU tar is
-    missing): EXT OFFSET SIZE NAME per member, one line per sample."""
-    samples, last = [], None
-    with tarfile.open(path) as tf:
-        for ti in tf:
-            if ti.type != tarfile.REGTYPE:
-                continue
-            name = ti.name
-            dot = name.find(".", name.rfind("/") + 1)
-            base, ext = name[:dot], name[dot + 1:]
-            if not base or base.endswith("/"):
-                continue
-            if base != last:
-                samples.append([])
-                last = base
-            samples[-1].append("%s %d %d %s" % (ext, ti.offset_data, ti.size, name))
-    with open(path[:-len(".tar")] + ".idx", "w") as f:
-        f.write("v1.2 %d\n" % len(samples))
-        for sample in samples:
-            f.write(" ".join(sample) + "\n")
+    """wds2idx.py's v1.2 index of the tar at path, beside it as NAME.idx."""
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path[:-len(".tar")] + ".idx", "wb") as f:
+        f.write(tars.dali_index(data))
 
 
 def wids_index(path, out_prefix=None):
