@@ -344,30 +344,11 @@ class Bench:
         return res
 
     @contextlib.contextmanager
-    def mount(self, source, ep, opts):
-        peer = Mounted(source, opts, binary=self.objmount_bin, ctl=self.ctl_bin)
-        peer.cache_dir = tempfile.mkdtemp(prefix="cache-", dir=self.work)
-        mnt = tempfile.mkdtemp(prefix="mnt-", dir=self.work)
-        m = peer.mount(ep, mnt, self.work, os.path.join(self.work, "objmount.log"))
-        try:
-            yield m
-        finally:
-            problems = peermod.unmount(m)
-            if problems:
-                log("unmount %s: %s" % (mnt, "; ".join(problems)))
-            import shutil
-            shutil.rmtree(peer.cache_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.rmdir(mnt)
-
-    @contextlib.contextmanager
-    def peer_mount(self, client, write=False):
-        """s3fs-fuse or rclone on the bucket through the fault proxy."""
-        peer = MOUNT_PEERS[client]()
-        peer.prepare(self.s3_ep, self.work)
-        mnt = tempfile.mkdtemp(prefix="mnt-%s-" % client, dir=self.work)
-        m = peer.mount(self.s3_ep, mnt, self.work, os.path.join(self.work, client + ".log"),
-                       write=write)
+    def mounted(self, peer, ep, name, write=False):
+        """peer mounted on a new directory of the work directory; at the end
+        unmounted, its caches emptied (after_unmount) and the directory gone."""
+        mnt = tempfile.mkdtemp(prefix="mnt-%s-" % name, dir=self.work)
+        m = peer.mount(ep, mnt, self.work, os.path.join(self.work, name + ".log"), write=write)
         try:
             yield m
         finally:
@@ -377,6 +358,18 @@ class Bench:
             peer.after_unmount(write=write)
             with contextlib.suppress(OSError):
                 os.rmdir(mnt)
+
+    def mount(self, source, ep, opts):
+        """objmount on source (a bucket or ais://bucket) with opts."""
+        peer = Mounted(source, opts, binary=self.objmount_bin, ctl=self.ctl_bin)
+        peer.cache_dir = tempfile.mkdtemp(prefix="cache-", dir=self.work)
+        return self.mounted(peer, ep, "objmount")
+
+    def peer_mount(self, client, write=False):
+        """s3fs-fuse or rclone on the bucket through the fault proxy."""
+        peer = MOUNT_PEERS[client]()
+        peer.prepare(self.s3_ep, self.work)
+        return self.mounted(peer, self.s3_ep, client, write=write)
 
     def write_check(self, srv, clients):
         """Whose writes get through: a 40 MiB file by cp through each mount,
