@@ -149,9 +149,10 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
 void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *obj);
 
 /* A version token a read learned by a HEAD for ino, listed without one
- * (AIStore's S3 API): kept while the inode has no token and still has
- * size, so the next open within the inode's validity asks no HEAD. What
- * refreshes the inode (a listing, a HEAD) replaces it. */
+ * (AIStore's S3 API): kept on the inode and its listing entry while they
+ * have no token and still have size, so the next open within their
+ * validity (also after the kernel forgot the inode) asks no HEAD. What
+ * refreshes them (a listing, a HEAD) replaces it. */
 void om_meta_learned_version(struct om_meta *m, uint64_t ino, uint64_t size, const char *etag);
 
 /* Resolve name in parent as a lookup does, without counting a kernel

@@ -168,6 +168,12 @@ void om_meta_learned_version(struct om_meta *m, uint64_t ino, uint64_t size, con
         mi_inode_etag(i, have);
         if (!have[0])
             mi_inode_set_etag(m, i, etag);
+        /* and on the listing's entry, which outlives the inode when the
+         * kernel forgets it (a lookup makes the next inode from it) */
+        struct listing *l = i->parent && i->parent->d ? i->parent->d->listing : NULL;
+        struct dentry *d = l ? mi_listing_find(l, mi_name(i)) : NULL;
+        if (d && !d->is_dir && !d->gone && d->size == size && d->etag_kind == MI_ETAG_NONE)
+            mi_listing_set_etag(l, d, etag);
     }
     pthread_mutex_unlock(&m->lock);
 }
