@@ -83,7 +83,10 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    if not (config.option.keyword or config.option.markexpr):
+    # stale entries are looked for only when whole files were collected (no
+    # -k, -m or FILE::NAME selection)
+    if not (config.option.keyword or config.option.markexpr
+            or any("::" in a for a in config.args)):
         stale = [key for path, got in names.items()
                  for key in matrix.unused_skips(path, got, kind)]
         if stale:
