@@ -63,11 +63,14 @@ redirects, connections).
 
 --write-check (once per run, before the phases, without added latency): each
 mount (objmount, objmount-ais on AIStore, s3fs, rclone; their write
-settings) takes a 40 MiB file by cp, is unmounted (rclone uploads after
-close), and the object is read back with boto3 straight from the server:
-"stored and equal", "stored, other bytes", or what failed (cp's error, the
-object missing). The question it answers on AIStore: whose writes get
-through the proxy's 307s.
+settings) takes a 40 MiB file by cp, straight to the server and through
+the fault proxy (which relays AIStore's 307s through its own ports); the
+object is looked for up to 30 s after cp returned (rclone uploads after
+close), the mount is unmounted and the object read back with boto3
+straight from the server: "stored and equal", "stored, other bytes", or
+what failed (cp's error, the object missing). The question it answers on
+AIStore: whose writes get through the proxy's 307s, and whose close()
+says so when they do not.
 
 Must run as root (FUSE mounts, drop_caches). Everything started is stopped
 on exit, errors, Ctrl-C and SIGTERM.
@@ -365,15 +368,19 @@ class Bench:
         peer.cache_dir = tempfile.mkdtemp(prefix="cache-", dir=self.work)
         return self.mounted(peer, ep, "objmount")
 
-    def peer_mount(self, client, write=False):
-        """s3fs-fuse or rclone on the bucket through the fault proxy."""
+    def peer_mount(self, client, write=False, ep=None):
+        """s3fs-fuse or rclone on the bucket (through the fault proxy
+        unless ep is given)."""
         peer = MOUNT_PEERS[client]()
-        peer.prepare(self.s3_ep, self.work)
-        return self.mounted(peer, self.s3_ep, client, write=write)
+        ep = ep or self.s3_ep
+        peer.prepare(ep, self.work)
+        return self.mounted(peer, ep, client, write=write)
 
-    def write_check(self, srv, clients):
+    def write_check(self, srv, clients, routes):
         """Whose writes get through: a 40 MiB file by cp through each mount,
-        read back with boto3 after the unmount."""
+        on each route (name, S3 endpoint, native endpoint); the object
+        looked for up to 30 s after cp returned (rclone uploads after
+        close), then read back with boto3 after the unmount."""
         import hashlib
         src = os.path.join(self.work, "write-check.bin")
         with open(src, "wb") as f:
@@ -382,39 +389,51 @@ class Bench:
             want = hashlib.md5(f.read()).hexdigest()
         cli = srv.client()
         results = []
-        for client in clients:
-            key = "written-by-%s.bin" % client
-            res = {"client": client, "key": key}
-            try:
-                if client in MOUNT_PEERS:
-                    cm = self.peer_mount(client, write=True)
-                else:
-                    source = "ais://" + BUCKET if client == "objmount-ais" else BUCKET
-                    ep = self.native_ep if client == "objmount-ais" else self.s3_ep
-                    cm = self.mount(source, ep, [])
-                with cm as m:
-                    t = time.monotonic()
-                    p = subprocess.run(["cp", src, os.path.join(m.mountpoint, key)],
-                                       capture_output=True, text=True, timeout=300)
-                    res["cp_seconds"] = time.monotonic() - t
-                    res["cp"] = "ok" if p.returncode == 0 else (p.stderr.strip()[-300:]
-                                                                or "exit %d" % p.returncode)
-                    log_tail = m.log_tail(600) if hasattr(m, "log_tail") else ""
-            except (peermod.MountError, subprocess.TimeoutExpired) as e:
-                res["cp"] = "mount or cp: %s" % e
-                log_tail = ""
-            try:
-                body = cli.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-                got = hashlib.md5(body).hexdigest()
-                res["stored"] = ("stored and equal" if got == want else
-                                 "stored, other bytes (%d of %d)" % (len(body), 40 * MiB))
-            except Exception as e:  # noqa: BLE001 (any client error is the finding)
-                res["stored"] = "not stored: %s" % str(e)[:200]
-            if res["cp"] != "ok" or not res["stored"].startswith("stored and"):
-                res["log_tail"] = log_tail
-            results.append(res)
-            log("  write  %-15s cp: %s; %s" % (client, res["cp"][:120], res["stored"][:120]))
+        for route, s3_ep, native_ep in routes:
+            for client in clients:
+                key = "written-by-%s-%s.bin" % (client, route.replace(" ", "-"))
+                results.append(self.write_one(cli, src, want, client, key, route, s3_ep,
+                                              native_ep))
         return results
+
+    def write_one(self, cli, src, want, client, key, route, s3_ep, native_ep):
+        import hashlib
+        res = {"client": client, "route": route, "key": key}
+        log_tail = ""
+        try:
+            if client in MOUNT_PEERS:
+                cm = self.peer_mount(client, write=True, ep=s3_ep)
+            elif client == "objmount-ais":
+                cm = self.mount("ais://" + BUCKET, native_ep, [])
+            else:
+                cm = self.mount(BUCKET, s3_ep, [])
+            with cm as m:
+                t = time.monotonic()
+                p = subprocess.run(["cp", src, os.path.join(m.mountpoint, key)],
+                                   capture_output=True, text=True, timeout=300)
+                res["cp_seconds"] = time.monotonic() - t
+                res["cp"] = "ok" if p.returncode == 0 else (p.stderr.strip()[-300:]
+                                                            or "exit %d" % p.returncode)
+                for _ in range(300):
+                    with contextlib.suppress(Exception):
+                        cli.head_object(Bucket=BUCKET, Key=key)
+                        res["listed_after_s"] = time.monotonic() - t
+                        break
+                    time.sleep(0.1)
+                log_tail = m.log_tail(600) if hasattr(m, "log_tail") else ""
+        except (peermod.MountError, subprocess.TimeoutExpired) as e:
+            res["cp"] = "mount or cp: %s" % e
+        try:
+            body = cli.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            res["stored"] = ("stored and equal" if hashlib.md5(body).hexdigest() == want else
+                             "stored, other bytes (%d of %d)" % (len(body), 40 * MiB))
+        except Exception as e:  # noqa: BLE001 (any client error is the finding)
+            res["stored"] = "not stored after 30 s: %s" % str(e)[:200]
+        if res["cp"] != "ok" or not res["stored"].startswith("stored and"):
+            res["log_tail"] = log_tail
+        log("  write  %-12s %-15s cp: %s; %s" % (route, client, res["cp"][:120],
+                                                res["stored"][:120]))
+        return res
 
     def row(self, client, dataset):
         """One measured row; returns its result dict."""
@@ -497,7 +516,9 @@ class Bench:
                     fp.set_faults(latency=None)
                     writers = ["objmount"] + (["objmount-ais"] if ais else []) + \
                         [c for c in clients if c in MOUNT_PEERS]
-                    self.writes = self.write_check(srv, writers)
+                    routes = [("direct", srv.endpoint, getattr(srv, "proxy_url", None)),
+                              ("fault proxy", self.s3_ep, self.native_ep)]
+                    self.writes = self.write_check(srv, writers, routes)
                     if a.out:
                         self.save(results)
                 for pi, phase in enumerate(a.phases):
@@ -600,11 +621,14 @@ def write_table(writes):
     """--write-check: one line per mount."""
     if not writes:
         return ""
-    lines = ["", "| mount | cp of 40 MiB | the object, read back with boto3 |", "| --- | --- | --- |"]
+    lines = ["", "| mount | route | cp of 40 MiB | in the bucket after | the object, read back |",
+             "| --- | --- | --- | ---: | --- |"]
     for w in writes:
         cp = w["cp"] if w["cp"] != "ok" else "ok (%.1f s)" % w.get("cp_seconds", 0)
-        lines.append("| %s | %s | %s |" % (w["client"], cp.replace("|", "/").replace("\n", " "),
-                                           w["stored"].replace("|", "/").replace("\n", " ")))
+        after = "%.1f s" % w["listed_after_s"] if "listed_after_s" in w else "—"
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            w["client"], w.get("route", ""), cp.replace("|", "/").replace("\n", " "), after,
+            w["stored"].replace("|", "/").replace("\n", " ")))
     return "\n".join(lines)
 
 
