@@ -8,7 +8,6 @@ a file not fetched ahead costs a visible round trip; the assertions are on
 what was fetched and opened (stats, the proxy's request counts), never on
 time: speed is tools/bench's."""
 
-import fcntl
 import os
 import random
 
@@ -16,12 +15,8 @@ import pytest
 
 from harness import admin
 from harness.admin import ctl
+from harness.hint import hint
 from harness.mount import MiB, check_bytes, payload, seed, wait_for
-
-OM_PREFETCH_IOC_SIZE = 16000
-# _IOW('o', 0x50, char[16000]) from include/objmount/prefetch.h
-OM_IOC_PREFETCH = (1 << 30) | (OM_PREFETCH_IOC_SIZE << 16) | (ord("o") << 8) | 0x50
-
 
 def dataset(prefix, n, size=lambda i: 20000 + 97 * i):
     return {"%s/s%04d.jpg" % (prefix, i): payload("%s/%d" % (prefix, i), size(i)) for i in range(n)}
@@ -69,24 +64,6 @@ def read_when_fetched_ahead(m, faultproxy, objects, keys):
         assert fetched_ahead(faultproxy, key), "%s was not fetched ahead of its open: %s" % (
             key, faultproxy.stats()["requests"])
         check_bytes(read_file(m.join(key)), objects[key], key)
-
-
-def hint(dirpath, names, append=False):
-    """The loader's side of the hint: the ioctl, in as many calls as the
-    names take (what a Sampler does, README "Order hints")."""
-    fd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flag = b"a" if append else b"r"
-        chunk = b""
-        for name in names:
-            b = name.encode()
-            if len(chunk) + len(b) + 3 > OM_PREFETCH_IOC_SIZE:
-                fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
-                flag, chunk = b"a", b""
-            chunk += (b"\n" if chunk else b"") + b
-        fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
-    finally:
-        os.close(fd)
 
 
 def test_a_directory_read_in_order_is_fetched_ahead(proxied, faultproxy, bucket, s3client):

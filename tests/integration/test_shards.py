@@ -20,6 +20,7 @@ import time
 import pytest
 
 from harness import admin
+from harness.hint import hint
 from harness.mount import MiB, check_bytes, wait_for
 from harness.tars import LONG_DIR, LONG_KEY, add_file, add_special, content, dali_index
 
@@ -312,29 +313,6 @@ def test_a_walk_in_tar_order_costs_a_few_gets_per_shard(rw_mount, bucket, s3clie
     txt = admin.ctl(["stats", m.path]).stdout
     line = next(ln for ln in txt.splitlines() if ln.startswith("shards:"))
     assert "1 kept-index hits" in line and "%d read" % len(order) in line, line
-
-
-OM_PREFETCH_IOC_SIZE = 16000
-OM_IOC_PREFETCH = (1 << 30) | (OM_PREFETCH_IOC_SIZE << 16) | (ord("o") << 8) | 0x50
-
-
-def hint(dirpath, names):
-    """OM_IOC_PREFETCH on a shard's directory: its members, in order."""
-    import fcntl
-    fd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flag, chunk = b"r", b""
-        for n in names:
-            b = n.encode()
-            if len(chunk) + len(b) + 3 > OM_PREFETCH_IOC_SIZE:
-                fcntl.ioctl(fd, OM_IOC_PREFETCH,
-                            bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
-                flag, chunk = b"a", b""
-            chunk += (b"\n" if chunk else b"") + b
-        fcntl.ioctl(fd, OM_IOC_PREFETCH,
-                    bytearray((flag + chunk).ljust(OM_PREFETCH_IOC_SIZE, b"\0")))
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.parametrize("order", ["tar", "shuffled", "shuffled-small-memory"])

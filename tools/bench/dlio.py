@@ -355,9 +355,7 @@ def main():
                 json.dump(res, f, indent=1, default=str)
         print(table(res))
     finally:
-        peermod.hold_signals()
-        peermod.unmount_all(log)
-        peermod.remove_work(work, a.keep_work, log)
+        peermod.end_run(work, a.keep_work, log)
 
 
 if __name__ == "__main__":

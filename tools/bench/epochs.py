@@ -679,9 +679,7 @@ def main(argv=None):
         interrupted = True
         log("interrupted (%s): cleaning up" % (str(e) or "Ctrl-C"))
     finally:
-        peermod.hold_signals()
-        peermod.unmount_all(log)
-        peermod.remove_work(work, args.keep_work, log)
+        peermod.end_run(work, args.keep_work, log)
     meta.update(duration_s=round(time.monotonic() - t0, 1), loadavg_after=os.getloadavg(),
                 interrupted=interrupted)
     md = markdown(results, meta)

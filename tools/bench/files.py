@@ -50,12 +50,12 @@ sys.path.insert(0, HERE)
 
 import bench as benchmod  # noqa: E402
 import cases as casemod  # noqa: E402
-import peers as peermod  # noqa: E402
+import peers as peermod  # noqa: E402  (puts tests/ on sys.path)
+from harness.hint import hint  # noqa: E402
 
 BUCKET = peermod.BUCKET
 KiB = 1 << 10
 DS_PREFIX = "ds/"
-OM_IOC_PREFETCH = (1 << 30) | (16000 << 16) | (ord("o") << 8) | 0x50
 log = benchmod.log
 
 WORKER = r"""
@@ -80,23 +80,6 @@ for p in paths:
     n += 1
 print(json.dumps({"files": n, "bytes": nbytes, "seconds": time.monotonic() - t0, "bad": bad}))
 """
-
-
-def hint(directory, names):
-    import fcntl
-
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flag, chunk = b"r", b""
-        for name in names:
-            b = name.encode()
-            if len(chunk) + len(b) + 3 > 16000:
-                fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(16000, b"\0")))
-                flag, chunk = b"a", b""
-            chunk += (b"\n" if chunk else b"") + b
-        fcntl.ioctl(fd, OM_IOC_PREFETCH, bytearray((flag + chunk).ljust(16000, b"\0")))
-    finally:
-        os.close(fd)
 
 
 def run_readers(root, order, readers, seconds, want, work, t0=None):
@@ -313,13 +296,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     peermod.start_run(log, needs_root=True)
-    results = measure(args)
-    print(markdown(results))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-    bad = [r for r in results["runs"] if r.get("error")]
-    return 1 if any("MISMATCH" in r["error"] for r in bad) else 0
+    return peermod.report(measure(args), markdown, args.out)
 
 
 if __name__ == "__main__":

@@ -688,9 +688,7 @@ def main():
             with open(a.md, "w") as f:
                 f.write(md + "\n")
     finally:
-        peermod.hold_signals()
-        peermod.unmount_all(log)
-        peermod.remove_work(work, a.keep_work, log)
+        peermod.end_run(work, a.keep_work, log)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Each mount peer runs in the foreground as one process that bench.py starts
 come from /proc/PID and it can always be stopped by its pid.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -211,6 +212,26 @@ def unmount_all(log):
         problems = unmount(m, timeout=10.0)
         if problems:
             log("cleanup %s: %s" % (m.mountpoint, "; ".join(problems)))
+
+
+def end_run(work, keep, log):
+    """The cleanup every benchmark ends with, on success, error or Ctrl-C:
+    signals held (a second Ctrl-C or a SIGTERM must not cut it short),
+    every mount still live unmounted, the work directory removed unless
+    kept."""
+    hold_signals()
+    unmount_all(log)
+    remove_work(work, keep, log)
+
+
+def report(results, markdown, out):
+    """Print the results' Markdown, write them as JSON to out (if given);
+    the exit status: 1 when a run read other bytes than were stored."""
+    print(markdown(results))
+    if out:
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if any("MISMATCH" in (r.get("error") or "") for r in results["runs"]) else 0
 
 
 def remove_work(work, keep, log):

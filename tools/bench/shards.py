@@ -56,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import peers as peermod  # noqa: E402
-from files import hint  # noqa: E402  (the loader's side of OM_IOC_PREFETCH)
+from harness.hint import hint  # noqa: E402  (the loader's side of OM_IOC_PREFETCH)
 from harness import servers  # noqa: E402  (path set up by peers)
 from harness.faultproxy import FaultProxy  # noqa: E402
 
@@ -333,12 +333,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     peermod.start_run(log, needs_root=True)
-    results = measure(args)
-    print(markdown(results))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-    return 1 if any("MISMATCH" in r.get("error", "") for r in results["runs"]) else 0
+    return peermod.report(measure(args), markdown, args.out)
 
 
 if __name__ == "__main__":
