@@ -318,7 +318,7 @@ def parse_args(argv):
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--readers", type=int, default=4)
     ap.add_argument("--phase", default="s3-like", choices=sorted(PHASES))
-    ap.add_argument("--server", default="versitygw", choices=servers.KINDS)
+    peermod.add_server_arg(ap)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--out")
