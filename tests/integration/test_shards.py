@@ -141,7 +141,10 @@ def test_a_shard_lists_and_reads_as_tarfile_extracts_it(rw_mount, bucket, s3clie
             check_bytes(got[name][4], v[4], name)
     assert {k for k, v in ext.items() if v[0] == "f"} == set(files)
     st = stats(m)
-    assert st["opened"] == 1 and st["index_builds"] == 1 and st["members_read"] >= len(files) - 1
+    # one pass over the headers; the shard is opened again (from its kept
+    # index) only if the kernel forgot its directory, which another test's
+    # drop_caches running at the same time can make it do
+    assert st["opened"] >= 1 and st["index_builds"] == 1 and st["members_read"] >= len(files) - 1, st
     assert st["index_scan_gets"] >= 2, st  # the 5 MiB member was hopped over: a second GET
 
 

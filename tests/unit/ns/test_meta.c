@@ -401,6 +401,36 @@ static void install_files(struct om_meta *m, uint64_t dir, int n, const char *et
     pthread_mutex_unlock(&m->lock);
 }
 
+START_TEST(test_a_version_learned_at_open_outlives_the_inode)
+{
+    /* AIStore's S3 API lists xxhash2 objects without ETags: a HEAD at open
+     * learns the version, which the inode and the listing entry keep, so
+     * an inode the kernel forgot comes back from the listing with it */
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    install_files(m, d, 50, NULL);
+    const char *v = "v1-0123456789abcdef-m5x9";
+    struct om_attr at;
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00042.jpg", &at), 0);
+    ck_assert_str_eq(at.etag, "");
+    om_meta_learned_version(m, at.ino, 41, v); /* another size: not this version */
+    ck_assert_int_eq(om_meta_getattr_cached(m, at.ino, &at), 0);
+    ck_assert_str_eq(at.etag, "");
+    om_meta_learned_version(m, at.ino, 42, v);
+    ck_assert_int_eq(om_meta_getattr_cached(m, at.ino, &at), 0);
+    ck_assert_str_eq(at.etag, v);
+    uint64_t was = at.ino;
+    om_meta_forget(m, at.ino, 1);
+    pthread_mutex_lock(&m->lock);
+    ck_assert_ptr_null(mi_inode_get(m, was)); /* the case happened: the inode is gone */
+    pthread_mutex_unlock(&m->lock);
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00042.jpg", &at), 0);
+    ck_assert_str_eq(at.etag, v);
+    om_meta_forget(m, at.ino, 1);
+    om_meta_free(m);
+}
+END_TEST
+
 START_TEST(test_every_byte_charged_is_uncharged)
 {
     struct om_meta *m = new_meta_mode(OM_META_LISTING);
@@ -807,6 +837,7 @@ static Suite *meta_suite(void)
      * thread took up to 7 s under AddressSanitizer on a 2-core machine */
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_md5_etags_are_binary_and_round_trip);
+    tcase_add_test(tc, test_a_version_learned_at_open_outlives_the_inode);
     tcase_add_test(tc, test_multipart_etags_are_binary_up_to_65535_parts);
     tcase_add_test(tc, test_other_etags_stay_text);
     tcase_add_test(tc, test_listing_entries_keep_their_etag_text);
