@@ -348,7 +348,9 @@ def test_an_order_hint_on_a_shard(rw_mount, bucket, s3client, order):
         with open(m.join("h.tar", n), "rb") as f:
             check_bytes(f.read(), want[n], n)
     st = stats(m)
-    assert st["index_hits"] == 1 and st["members_read"] == len(names), st
+    # (a second hit only if the kernel forgot the shard's directory meanwhile:
+    # another test's drop_caches; doc/decisions.md, the shards' known gap)
+    assert st["index_hits"] >= 1 and st["index_builds"] == 0 and st["members_read"] == len(names), st
     if order == "tar":
         assert st["stream_reads"] >= len(names) and st["gets"] / len(names) <= 0.1, st
     elif order == "shuffled":
