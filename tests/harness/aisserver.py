@@ -46,7 +46,7 @@ import urllib.parse
 import urllib.request
 
 from . import gobin
-from .procs import ServerError, free_ports, kill_group, set_pdeathsig
+from .procs import ServerError, kill_group, reserve_ports, set_pdeathsig
 from .serverbase import Server
 
 ACCESS_KEY = "objmount-ais-access"
@@ -198,6 +198,7 @@ class AisCluster(Server):
         self.reverse_proxy = reverse_proxy
         self.checksum = checksum
         self.nodes = []
+        self._ports = None
         self.proxy_url = None
 
     part_copy = False    # UploadPartCopy: 501 Not Implemented
@@ -220,7 +221,10 @@ class AisCluster(Server):
     def _launch(self):
         ensure_intra_address()
         gobin.path("aisnode")  # ServerNotInstalled before anything starts
-        ports = free_ports(1 + NTARGETS)
+        # the same port on both addresses, held until stop(): a killed
+        # target comes back on its port (see reserve_ports)
+        self._ports = reserve_ports(1 + NTARGETS, hosts=("127.0.0.1", INTRA_HOST))
+        ports = self._ports.ports
         self.port = ports[0]
         self.proxy_url = "http://127.0.0.1:%d" % self.port
         self.endpoint = self.proxy_url + ("/s3" if self.api == "s3" else "")
@@ -277,6 +281,9 @@ class AisCluster(Server):
             n.stop()
         self.pid = None
         self.proc = None
+        if self._ports is not None:
+            self._ports.release()
+            self._ports = None
 
     def log_tail(self, n=4000):
         return "\n".join(node.log_tail() for node in self.nodes)[-n:]

@@ -5,14 +5,20 @@ node_binary()          the node executable (the fault proxy runs on Node.js)
 set_pdeathsig()        in a child: SIGTERM when the parent dies
 kill_group(pid)        SIGTERM, then SIGKILL, the process group led by pid
 free_ports(n)          n loopback ports the kernel calls free now
+reserve_ports(n, hosts)  n ports below the kernel's ephemeral range, held
+                       for this process by lock files until released
 unlimited_retry_quota()  botocore retries each call up to its attempts
 ServerError, ServerNotInstalled
 """
 
+import errno
+import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
+import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,6 +85,75 @@ def free_ports(n, host="127.0.0.1"):
     finally:
         for s in socks:
             s.close()
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+class PortReservation:
+    """Ports held for one server until release(): a lock file per port
+    (flock, so a process that dies gives them back) in the temporary
+    directory, shared by every pytest worker and benchmark."""
+
+    def __init__(self, ports, fds):
+        self.ports, self._fds = ports, fds
+
+    def release(self):
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
+def reserve_ports(n, hosts=("127.0.0.1",), lo=20000):
+    """n ports free on every one of hosts, from [lo, the kernel's ephemeral
+    range): the kernel never hands them out for bind(0) or an outgoing
+    connection, and the lock files keep another harness from choosing one.
+    A server whose process dies and starts again on the same port (an
+    AIStore target killed by a test) finds it still free: with free_ports a
+    port released by a killed target was taken by another worker's server
+    starting at that moment, and both clusters broke."""
+    hi = _ephemeral_low()
+    if hi - lo < 100:
+        lo, hi = 10000, 20000
+    lockdir = os.path.join(tempfile.gettempdir(), "objmount-port-locks")
+    os.makedirs(lockdir, exist_ok=True)
+    ports, fds = [], []
+    for port in random.sample(range(lo, hi), hi - lo):
+        if len(ports) == n:
+            break
+        fd = os.open(os.path.join(lockdir, str(port)), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                continue
+            raise
+        if all(_bindable(h, port) for h in hosts):
+            ports.append(port)
+            fds.append(fd)
+        else:
+            os.close(fd)
+    if len(ports) < n:
+        PortReservation(ports, fds).release()
+        raise ServerError("no %d free ports in [%d, %d)" % (n, lo, hi))
+    return PortReservation(ports, fds)
+
+
+def _bindable(host, port):
+    s = socket.socket()
+    try:
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def unlimited_retry_quota():
