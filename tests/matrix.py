@@ -248,6 +248,8 @@ TESTS = {
         _on(_S3_AIS, META_S3),
     ("integration/test_ns_tools.py", "test_cp_a_round_trips"): _on(_ALL_AIS, MARKER),
     ("integration/test_ns_tools.py", "test_tar_x_round_trips"): _on(_ALL_AIS, MARKER),
+    ("integration/test_ns_tools.py",
+     "test_a_tree_the_kernel_forgot_shows_its_own_times_modes_and_links"): _on(_ALL_AIS, MARKER),
     ("integration/test_ns_tools.py", "test_mv_trees_into_inside_and_out_of_the_mount"):
         _on(_ALL_AIS, MARKER),
     ("integration/test_ns_tools.py", "test_rsync_out_of_a_fresh_mount_round_trips"):

@@ -202,6 +202,9 @@ int om_meta_made(struct om_meta *m, uint64_t parent, const char *name, bool is_d
 
 /* Metadata stored on an existing directory (its marker object). */
 void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_object *obj);
+/* Has directory ino a time of its own (its marker's, or set here)? Then
+ * *mtime receives it: a chmod of the directory stores it again. */
+bool om_meta_dir_own_mtime(struct om_meta *m, uint64_t ino, struct timespec *mtime);
 
 /* The target of symlink ino when known (caller frees), else NULL. */
 char *om_meta_link_target(struct om_meta *m, uint64_t ino);

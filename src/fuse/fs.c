@@ -713,7 +713,10 @@ static int set_metadata(struct om_fs *fs, fuse_ino_t ino, const struct stat *att
         return rc;
     mode_t type = now.mode & S_IFMT;
     if (S_ISDIR(type)) {
+        /* the marker is written whole: what it holds besides the change
+         * (a chmod after tar's utime lost the directory's time) */
         memset(&obj, 0, sizeof(obj));
+        obj.has_mtime = om_meta_dir_own_mtime(fs->meta, ino, &obj.meta_mtime);
     } else if ((rc = om_meta_object(fs->meta, ino, &key, &exists, &obj)) != 0) {
         return rc;
     }

@@ -174,6 +174,9 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         old->gone = false;
         old->size = size;
         old->mtime = mtime;
+        if (old->own_mtime) /* another version */
+            l->own_mtimes--;
+        old->own_mtime = false;
         if (!old->is_dir)
             mi_listing_set_etag(l, old, etag);
         return 0;

@@ -153,6 +153,7 @@ uint64_t mi_evict_listings(struct om_meta *m, uint64_t want)
             uint64_t installed = l->expire_ms - m->cfg.entry_ttl_ms;
             if (om_now_ms() < installed + YOUNG_LISTING_MS)
                 dir->d->slurp_retry_ms = l->expire_ms;
+            mi_listing_drop_times(m, dir->d->key, l);
             mi_lru_remove(m, l);
             dir->d->listing = NULL;
             mi_listing_put(l);

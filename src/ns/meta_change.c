@@ -149,6 +149,9 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *
                  * hint, the inode above is what stat shows */
                 d->size = obj->size;
                 d->mtime = obj->mtime;
+                if (d->own_mtime) /* the inode above has it */
+                    l->own_mtimes--;
+                d->own_mtime = false;
                 mi_listing_set_etag(l, d, obj->etag);
             }
         }
@@ -238,6 +241,17 @@ void om_meta_dir_meta(struct om_meta *m, uint64_t ino, const struct om_object *o
         i->attr_expire_ms = om_now_ms() + m->cfg.attr_ttl_ms;
     }
     pthread_mutex_unlock(&m->lock);
+}
+
+bool om_meta_dir_own_mtime(struct om_meta *m, uint64_t ino, struct timespec *mtime)
+{
+    pthread_mutex_lock(&m->lock);
+    struct inode *i = mi_inode_get(m, ino);
+    bool own = i && i->is_dir && i->has_mtime;
+    if (own)
+        *mtime = mi_mtime(i);
+    pthread_mutex_unlock(&m->lock);
+    return own;
 }
 
 char *om_meta_link_target(struct om_meta *m, uint64_t ino)

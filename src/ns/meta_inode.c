@@ -98,8 +98,10 @@ void mi_inode_release(struct om_meta *m, struct inode *i)
     if (i->etag_kind == MI_ETAG_TEXT)
         mi_mem_free(mem, i->etag.text);
     if (i->is_dir) {
-        if (i->d->listing)
+        if (i->d->listing) {
+            mi_listing_drop_times(m, i->d->key, i->d->listing);
             mi_lru_remove(m, i->d->listing);
+        }
         mi_listing_put(i->d->listing);
         mi_table_destroy(&i->d->children);
         extra_free(mem, &i->d->x);
@@ -189,11 +191,52 @@ bool mi_links_has(const struct om_meta *m, const char *dirkey, const char *name)
     return false;
 }
 
-void mi_inode_free(struct om_meta *m, struct inode *i)
+/* Does i show a mode or owner of its own, not the mount's defaults? */
+static bool own_mode_or_owner(const struct om_meta *m, const struct inode *i)
 {
     const struct inode_extra *x = mi_extra_if(i);
-    if (i->linked && !i->is_dir && i->has_mode && x && S_ISLNK(x->meta_mode))
+    if (!x)
+        return false;
+    mode_t plain = i->is_dir ? m->cfg.dir_mode : m->cfg.file_mode;
+    if (i->has_mode && (S_ISLNK(x->meta_mode) || (x->meta_mode & 07777) != plain))
+        return true;
+    return (i->has_uid && x->meta_uid != m->cfg.uid) || (i->has_gid && x->meta_gid != m->cfg.gid);
+}
+
+/* What an inode knew beyond its listing entry, kept as it is freed: a
+ * file's own time on the entry of the same version (the listing shows it
+ * from then on, and the next listing takes it over), and the name among
+ * those looked up with a HEAD when the entry cannot keep it or it has a
+ * mode or owner of its own (a symlink too), or is a directory with a time
+ * of its own (its marker's). Without this, a file the kernel forgot
+ * (drop_caches, memory pressure) came back from readdirplus with the
+ * upload's time and the mount's mode: rsync saw every file changed, and
+ * `tar -x`'s times and modes were gone until each name was read. */
+static void keep_own_metadata(struct om_meta *m, struct inode *i)
+{
+    if (!i->linked || i->retired || i->pending || i == m->root)
+        return;
+    bool head = own_mode_or_owner(m, i) || (i->is_dir && i->has_mtime);
+    if (i->has_mtime && !head) {
+        struct listing *l = i->parent->d->listing;
+        struct dentry *d = l ? mi_listing_find(l, mi_name(i)) : NULL;
+        if (d && !d->gone && !d->is_dir && mi_listed_same_version(i, d)) {
+            if (!d->own_mtime)
+                l->own_mtimes++;
+            d->own_mtime = true;
+            d->mtime = i->mtime_sec;
+            d->mtime_nsec = i->mtime_nsec;
+        } else {
+            head = true;
+        }
+    }
+    if (head)
         mi_links_add(m, i->parent->d->key, mi_name(i));
+}
+
+void mi_inode_free(struct om_meta *m, struct inode *i)
+{
+    keep_own_metadata(m, i);
     unlink_node(i);
     mi_table_del(&m->inodes, i, false);
     m->st.inodes--;
@@ -289,6 +332,40 @@ bool mi_listed_same_version(const struct inode *i, const struct dentry *d)
     return have[0] && i->size == d->size && strcmp(have, listed) == 0;
 }
 
+bool mi_dentries_same_version(const struct dentry *a, const struct dentry *b)
+{
+    char ea[OM_ETAG_MAX], eb[OM_ETAG_MAX];
+    if (a->is_dir || b->is_dir || a->size != b->size)
+        return false;
+    mi_dentry_etag(a, ea);
+    mi_dentry_etag(b, eb);
+    return ea[0] && strcmp(ea, eb) == 0;
+}
+
+void mi_listing_take_times(struct listing *l, const struct listing *old)
+{
+    if (!old || !old->own_mtimes)
+        return;
+    for (size_t k = 0; k < l->n; k++) {
+        struct dentry *d = l->v[k];
+        const struct dentry *o = d->gone ? NULL : mi_listing_find(old, d->name);
+        if (o && o->own_mtime && !o->gone && mi_dentries_same_version(d, o)) {
+            d->own_mtime = true;
+            d->mtime = o->mtime;
+            d->mtime_nsec = o->mtime_nsec;
+            l->own_mtimes++;
+        }
+    }
+}
+
+void mi_listing_drop_times(struct om_meta *m, const char *dirkey, const struct listing *l)
+{
+    for (size_t k = 0; l && l->own_mtimes && k < l->n; k++) {
+        if (l->v[k]->own_mtime && !l->v[k]->gone)
+            mi_links_add(m, dirkey, l->v[k]->name);
+    }
+}
+
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d)
 {
     /* The listing's time is the upload's; a file's own time (utimens,
@@ -298,10 +375,9 @@ void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry
     bool keep_mtime = i->has_mtime && same;
     if (!same)
         i->meta_known = false;
-    if (!keep_mtime)
-        i->has_mtime = false;
+    i->has_mtime = keep_mtime || d->own_mtime;
     time_t sec = keep_mtime ? (time_t)i->mtime_sec : d->mtime;
-    uint32_t nsec = keep_mtime ? i->mtime_nsec : 0;
+    uint32_t nsec = keep_mtime ? i->mtime_nsec : d->own_mtime ? d->mtime_nsec : 0;
     if (d->etag_kind == MI_ETAG_TEXT || i->etag_kind == MI_ETAG_TEXT || i->cached_is_etag) {
         char etag[OM_ETAG_MAX];
         mi_dentry_etag(d, etag);

@@ -182,7 +182,11 @@ struct dentry {
      * its lookup is answered from the listing, as the attributes would have
      * been */
     uint8_t told_plain : 1;
+    /* mtime (with mtime_nsec) is the file's own time (x-amz-meta-mtime),
+     * kept from its inode when the kernel forgot it, for this version */
+    uint8_t own_mtime : 1;
     uint8_t etag_room; /* MI_ETAG_TEXT: bytes after the name kept for the text */
+    uint32_t mtime_nsec; /* with own_mtime */
     char name[];       /* then, for MI_ETAG_TEXT, the ETag's text */
 };
 
@@ -208,6 +212,7 @@ struct listing {
     bool read_by_handle; /* a readdir handle used it: a walk may follow */
     size_t walk_upto; /* entries before this were queued for a walk */
     bool from_walk; /* listed ahead of a walk, not yet opened */
+    size_t own_mtimes; /* entries with own_mtime: the next listing takes them over */
 };
 
 struct om_dirh {
@@ -248,11 +253,13 @@ struct om_meta {
      * inodes) */
     void (*unheld)(struct om_meta *m, struct inode *i);
     size_t clock_hand; /* next slot of m->inodes the reclaim looks at */
-    /* Names known to be symlinks, kept after their inodes are freed (a
-     * hash of each key; mi_links_*): a listing cannot tell a symlink from
-     * a file, and once the kernel forgot one this mount made or looked up
-     * (drop_caches, memory pressure, the budget's reclaim), readdirplus
-     * handed it out as a regular file (cp -a, then diff -r). */
+    /* Names whose metadata a listing does not show (symlinks, a mode or
+     * owner of their own, a time of their own no listing entry kept), kept
+     * after their inodes are freed (a hash of each key; mi_links_*): once
+     * the kernel forgot one this mount made or looked up (drop_caches,
+     * memory pressure, the budget's reclaim), readdirplus handed out a
+     * symlink as a regular file (cp -a, then diff -r) and a file with the
+     * listing's mode and time; their lookups HEAD them instead. */
     uint64_t *links; /* open addressing, 0 free */
     size_t nlinks, links_cap;
 };
@@ -270,12 +277,13 @@ static inline const char *mi_name(const struct inode *i)
     return longer ? longer : i->name_inline;
 }
 
-/* Remember that dirkey + name is a symlink (at most MI_LINKS_MAX names;
- * past that, nothing more is remembered). Caller holds m->lock. */
+/* Remember that dirkey + name has metadata its listing entry does not
+ * show (at most MI_LINKS_MAX names; past that, nothing more is
+ * remembered). Caller holds m->lock. */
 void mi_links_add(struct om_meta *m, const char *dirkey, const char *name);
-/* Was dirkey + name a symlink when this mount last knew it? A name that
- * was replaced since, or a hash collision, answers true too: the caller
- * then asks the store (one HEAD), never trusts this for the type. */
+/* Had dirkey + name metadata of its own when this mount last knew it? A
+ * name that was replaced since, or a hash collision, answers true too: the
+ * caller then asks the store (one HEAD), never trusts this for the type. */
 bool mi_links_has(const struct om_meta *m, const char *dirkey, const char *name);
 
 /* The extra of i, allocated when missing; NULL on ENOMEM. */
@@ -396,9 +404,16 @@ void mi_set_file_attrs(struct om_meta *m, struct inode *i, uint64_t size, time_t
 void mi_set_cached_etag(struct om_meta *m, struct inode *i);
 struct timespec mi_mtime(const struct inode *i);
 /* A file's attributes from its listing entry d: size, ETag, and the
- * upload time unless i's own time (metadata) belongs to the same version;
- * another version's metadata becomes unknown. */
+ * upload time unless i's own time (metadata), or the one d kept, belongs
+ * to the same version; another version's metadata becomes unknown. */
 void mi_set_listed_attrs(struct om_meta *m, struct inode *i, const struct dentry *d);
+/* Do two listing entries show the same version (size and a known ETag)? */
+bool mi_dentries_same_version(const struct dentry *a, const struct dentry *b);
+/* The own times of old's entries onto l's entries of the same versions. */
+void mi_listing_take_times(struct listing *l, const struct listing *old);
+/* l goes with no listing to take its own times over: their names are
+ * looked up with a HEAD from then on (mi_links_add). */
+void mi_listing_drop_times(struct om_meta *m, const char *dirkey, const struct listing *l);
 /* Link i under its parent by its name; -ENOMEM leaves it unlinked. */
 int mi_link_child(struct om_meta *m, struct inode *i);
 void mi_set_object_attrs(struct om_meta *m, struct inode *i, const struct om_object *o);

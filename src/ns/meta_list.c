@@ -78,8 +78,10 @@ void mi_install_listing(struct om_meta *m, struct inode *dir, struct listing *l)
             l->cap = l->n;
         }
     }
-    if (dir->d->listing)
+    if (dir->d->listing) {
+        mi_listing_take_times(l, dir->d->listing);
         mi_lru_remove(m, dir->d->listing);
+    }
     mi_listing_put(dir->d->listing);
     dir->d->listing = l;
     l->dir = dir;

@@ -154,11 +154,12 @@ int om_meta_readdir(struct om_meta *m, struct om_dirh *d, off_t off, bool plus,
                 continue;
             }
             struct inode *known = plus ? mi_child_get(d->dir, e->name) : NULL;
-            /* a name this mount knew as a symlink, its inode since freed */
-            bool was_link = plus && !e->is_dir && !known &&
+            /* a name this mount knew with metadata of its own (a symlink, a
+             * mode), its inode since freed */
+            bool own_meta = plus && !known &&
                             m->cfg.metadata != OM_META_LISTING &&
                             mi_links_has(m, d->dir->d->key, e->name);
-            if (plus && (was_link || mi_meta_by_lookup(m, e->is_dir)) &&
+            if (plus && (own_meta || mi_meta_by_lookup(m, e->is_dir)) &&
                 !(known && known->meta_known && known->is_dir == e->is_dir)) {
                 /* no attributes: the kernel looks the name up, which reads its
                  * metadata (metadata=head) */

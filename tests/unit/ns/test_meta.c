@@ -431,6 +431,73 @@ START_TEST(test_a_version_learned_at_open_outlives_the_inode)
 }
 END_TEST
 
+/* Give the inode ino metadata of its own, as a HEAD or utimens/chmod do. */
+static void own_metadata(struct om_meta *m, uint64_t ino, const struct om_object *o)
+{
+    pthread_mutex_lock(&m->lock);
+    mi_apply_object_meta(m, mi_inode_get(m, ino), o);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static bool gone_and_remembered(struct om_meta *m, uint64_t dir, uint64_t ino, const char *name)
+{
+    pthread_mutex_lock(&m->lock);
+    ck_assert_ptr_null(mi_inode_get(m, ino)); /* the case happened: the inode is gone */
+    bool r = mi_links_has(m, mi_inode_get(m, dir)->d->key, name);
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+START_TEST(test_a_files_own_time_outlives_its_inode_and_its_listing)
+{
+    /* tar -x, rsync, cp -a: a file's own time (x-amz-meta-mtime) is not in
+     * listings; the kernel forgetting the inode (drop_caches, memory
+     * pressure) made the file show its upload time from the listing */
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    install_files(m, d, 50, md5);
+    struct om_attr at;
+    const char *f = "file-00007.jpg";
+    ck_assert_int_eq(om_meta_lookup(m, d, f, &at), 0);
+    ck_assert_int_eq(at.mtime.tv_sec, 1007); /* the upload's */
+    own_metadata(m, at.ino, &(struct om_object){.has_mtime = true, .meta_mtime = {777777, 5}});
+    om_meta_forget(m, at.ino, 1);
+    ck_assert(!gone_and_remembered(m, d, at.ino, f)); /* the listing keeps it: no HEAD */
+    ck_assert_int_eq(om_meta_lookup(m, d, f, &at), 0);
+    ck_assert_int_eq(at.mtime.tv_sec, 777777);
+    ck_assert_int_eq(at.mtime.tv_nsec, 5);
+    om_meta_forget(m, at.ino, 1);
+    /* a new listing of the same version takes it over */
+    install_files(m, d, 50, md5);
+    ck_assert_int_eq(om_meta_lookup(m, d, f, &at), 0);
+    ck_assert_int_eq(at.mtime.tv_sec, 777777);
+    ck_assert_int_eq(at.mtime.tv_nsec, 5);
+    om_meta_forget(m, at.ino, 1);
+    /* another version shows its own upload time */
+    install_files(m, d, 50, "fedcba9876543210fedcba9876543210");
+    ck_assert_int_eq(om_meta_lookup(m, d, f, &at), 0);
+    ck_assert_int_eq(at.mtime.tv_sec, 1007);
+    uint64_t was = at.ino;
+    /* a listing without ETags cannot prove the version: the name is
+     * HEADed on its next lookup instead */
+    install_files(m, d, 50, NULL);
+    own_metadata(m, was, &(struct om_object){.has_mtime = true, .meta_mtime = {888888, 0}});
+    om_meta_forget(m, was, 1);
+    ck_assert(gone_and_remembered(m, d, was, f));
+    /* a mode of its own: the listing cannot show it, the next lookup HEADs */
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00009.jpg", &at), 0);
+    own_metadata(m, at.ino, &(struct om_object){.has_mode = true, .mode = 0100600});
+    om_meta_forget(m, at.ino, 1);
+    ck_assert(gone_and_remembered(m, d, at.ino, "file-00009.jpg"));
+    /* the mount's own mode is what the listing shows anyway */
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00011.jpg", &at), 0);
+    own_metadata(m, at.ino, &(struct om_object){.has_mode = true, .mode = 0100644});
+    om_meta_forget(m, at.ino, 1);
+    ck_assert(!gone_and_remembered(m, d, at.ino, "file-00011.jpg"));
+    om_meta_free(m);
+}
+END_TEST
+
 START_TEST(test_every_byte_charged_is_uncharged)
 {
     struct om_meta *m = new_meta_mode(OM_META_LISTING);
@@ -461,8 +528,12 @@ START_TEST(test_every_byte_charged_is_uncharged)
     pthread_mutex_lock(&m->lock);
     ck_assert_uint_gt(mi_evict_listings(m, UINT64_MAX), 0);
     ck_assert_ptr_null(mi_inode_get(m, d));
+    /* what stays by design: f's name among those with metadata of their
+     * own (mode 0600), for its next lookup to HEAD */
+    ck_assert_uint_eq(m->nlinks, 1);
+    uint64_t kept = mi_mem_size(m->links);
     pthread_mutex_unlock(&m->lock);
-    ck_assert_uint_eq(mem_of(m), empty);
+    ck_assert_uint_eq(mem_of(m), empty + kept);
     om_meta_free(m);
 }
 END_TEST
@@ -848,6 +919,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_attributes_show_the_etag_as_text);
     tcase_add_test(tc, test_page_cache_is_kept_while_the_etag_is_the_one_cached);
     tcase_add_test(tc, test_budget_frees_from_past_it_down_to_the_low_mark);
+    tcase_add_test(tc, test_a_files_own_time_outlives_its_inode_and_its_listing);
     tcase_add_test(tc, test_every_byte_charged_is_uncharged);
     tcase_add_test(tc, test_a_forgotten_directory_keeps_its_fresh_listing);
     tcase_add_test(tc, test_listings_go_least_recently_used_first_and_never_while_read);
