@@ -9,6 +9,8 @@
  *   meta_inode.c    inodes: allocation, children, references, attributes
  *   meta_list.c     a directory's listing filled from LIST pages, installed
  *   meta_budget.c   the memory budget: LRU of listings, the reclaim
+ *   meta_links.c    what listings do not show, kept past the inodes: names
+ *                   with metadata of their own, own times on entries
  *   listing.c       the listing container
  *   meta_etag.c     ETags kept as 16 bytes
  *   meta_table.c    the inode tables
