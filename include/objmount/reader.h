@@ -130,6 +130,12 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v);
  * random read resets it as any window. Takes the pool lock. */
 void om_reader_set_window(struct om_reader *r, uint64_t window);
 
+/* Sequential reads of r fetch in GETs of up to chunk bytes (at least
+ * part_size, at most a quarter of the window) instead of part_size: a
+ * shard read through from start to end costs a few GETs. Takes the pool
+ * lock. */
+void om_reader_set_chunk(struct om_reader *r, uint64_t chunk);
+
 /* Ranged GETs started so far for the object version r reads, by any of
  * its handles while one of them stays open (the shards' GETs per member).
  * Takes the pool lock. */

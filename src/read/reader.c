@@ -214,6 +214,7 @@ struct om_reader {
     unsigned seq_run; /* sequential reads in a row: a streaming reader */
     uint64_t run_start; /* where the handle's current sequential run began */
     uint64_t file_block; /* 1 + the last block view_from_files counted an access of */
+    uint64_t chunk_max;  /* GET size of sequential reads (om_reader_set_chunk); 0: part_size */
     bool files_checked;  /* all_in_files looked at the object for this handle */
     bool closing;
 };
@@ -1483,6 +1484,13 @@ void om_reader_set_window(struct om_reader *r, uint64_t window)
     pthread_mutex_unlock(&r->rs->lock);
 }
 
+void om_reader_set_chunk(struct om_reader *r, uint64_t chunk)
+{
+    pthread_mutex_lock(&r->rs->lock);
+    r->chunk_max = OM_MAX(chunk, r->rs->cfg.part_size);
+    pthread_mutex_unlock(&r->rs->lock);
+}
+
 uint64_t om_reader_object_gets(struct om_reader *r)
 {
     pthread_mutex_lock(&r->rs->lock);
@@ -1653,6 +1661,15 @@ static struct om_read_state read_state(const struct om_reader *r)
         .seq_run = r->seq_run,
         .random_reads = r->random_reads,
     };
+}
+
+/* The pool's plan settings, with r's own GET size. */
+static struct om_read_plan_config plan_cfg_of(const struct om_reader *r)
+{
+    struct om_read_plan_config pc = r->rs->plan_cfg;
+    if (r->chunk_max)
+        pc.part_size = r->chunk_max;
+    return pc;
 }
 
 static bool cover_range(struct om_reader *r, const struct om_read_range *g, uint64_t hard_end,
@@ -1933,7 +1950,8 @@ ssize_t om_reader_view(struct om_reader *r, size_t len, uint64_t off, struct om_
         rs->st.hits++;
 
     struct om_read_state st = read_state(r);
-    struct om_read_plan plan = om_read_plan_make(&st, &rs->plan_cfg, off, len);
+    struct om_read_plan_config pc = plan_cfg_of(r);
+    struct om_read_plan plan = om_read_plan_make(&st, &pc, off, len);
     plan_execute(r, end, &plan);
 
     /* Pin what covers the request and wait for it. A pinned segment is
@@ -2041,7 +2059,8 @@ void om_reader_view_done(struct om_reader *r, struct om_read_view *v)
         /* a streaming reader frees what it passed; a random one that happens
          * to land near its last read keeps its buffers */
         struct om_read_state st = read_state(r);
-        if (om_read_frees_behind(&st, &rs->plan_cfg, v->off))
+        struct om_read_plan_config pc = plan_cfg_of(r);
+        if (om_read_frees_behind(&st, &pc, v->off))
             drop_behind(r, v->off);
         r->pos = end;
         trim(r, v->off, end);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "objmount/dcache.h"
 #include "objmount/hash.h"
 #include "objmount/log.h"
 #include "objmount/shard_index.h"
@@ -75,12 +76,19 @@ struct om_shard_file {
     bool read_once;
 };
 
+/* A shard's sequential GETs: up to this, and a sixteenth of memory_limit
+ * (the window holds four of them) */
+#define STREAM_CHUNK_MAX (32ULL << 20)
+
 struct om_shards {
     struct om_store *store;
     struct om_readers *rs;
     struct om_shards_config cfg;
     char *dir; /* cache_dir/shards, or NULL */
     struct om_shard_plan_config plan;
+    /* GET size of a shard's handles while they read on sequentially: a
+     * 55 MB shard in 4 GETs (part_size: 7) */
+    uint64_t stream_chunk;
     pthread_mutex_t lock;
     struct om_htable by_ino;
     struct shard **slots;
@@ -317,6 +325,7 @@ struct om_shards *om_shards_new(struct om_store *store, struct om_readers *reade
             ss->dir = NULL;
         }
     }
+    ss->stream_chunk = OM_MAX(cfg->part_size, OM_MIN(STREAM_CHUNK_MAX, cfg->memory_limit / 16));
     ss->plan = (struct om_shard_plan_config){
         .skip_max = OM_SHARD_SKIP_MAX,
         .small_member = cfg->small_member,
@@ -486,10 +495,16 @@ int om_shards_attach(struct om_shards *ss, const char *key, const struct om_attr
     sh->stream = om_reader_open(ss->rs, key, file->size, file->etag);
     if (!sh->ranges || !sh->stream)
         goto fail;
-    /* both read on sequentially at first (the pass, the walk): part-sized
-     * GETs from the start, not a window growing from prefetch_initial */
-    om_reader_set_window(sh->ranges, file->size);
-    om_reader_set_window(sh->stream, file->size);
+    /* both read on sequentially at first (the pass, the walk): large GETs
+     * from the start, not a window growing from prefetch_initial; a GET is
+     * a quarter of the window, rounded down to the data cache's blocks, so
+     * the window's slack makes a shard up to 4 stream_chunks 4 GETs, all
+     * in flight at once */
+    uint64_t window = file->size + 4 * OM_DCACHE_BLOCK;
+    om_reader_set_window(sh->ranges, window);
+    om_reader_set_window(sh->stream, window);
+    om_reader_set_chunk(sh->ranges, ss->stream_chunk);
+    om_reader_set_chunk(sh->stream, ss->stream_chunk);
     rc = build(ss, sh);
     if (rc)
         goto fail;
