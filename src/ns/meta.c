@@ -76,6 +76,7 @@ void om_meta_free(struct om_meta *m)
     }
     mi_table_destroy(&m->inodes);
     free(m->links);
+    free(m->numbers);
     pthread_mutex_destroy(&m->lock);
     free(m->prefix);
     free(m);

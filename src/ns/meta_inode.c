@@ -186,6 +186,7 @@ static void keep_own_metadata(struct om_meta *m, struct inode *i)
 void mi_inode_free(struct om_meta *m, struct inode *i)
 {
     keep_own_metadata(m, i);
+    mi_numbers_keep(m, i);
     unlink_node(i);
     mi_table_del(&m->inodes, i, false);
     m->st.inodes--;
@@ -229,7 +230,9 @@ struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *
     free(key);
     if (!i)
         return NULL;
-    i->ino = m->next_ino;
+    /* the number the name had when the kernel last forgot it, if known */
+    uint64_t again = mi_numbers_take(m, parent->d->key, name, is_dir);
+    i->ino = again ? again : m->next_ino;
     i->parent = parent;
     i->recent = true;
     if (mi_table_add(&m->inodes, i, false)) {
@@ -241,7 +244,8 @@ struct inode *mi_inode_new(struct om_meta *m, struct inode *parent, const char *
         mi_inode_release(m, i);
         return NULL;
     }
-    m->next_ino++;
+    if (!again)
+        m->next_ino++;
     parent->refs++;
     m->st.inodes++;
     mi_budget_check(m);

@@ -264,6 +264,19 @@ struct om_meta {
      * listing's mode and time; their lookups HEAD them instead. */
     uint64_t *links; /* open addressing, 0 free */
     size_t nlinks, links_cap;
+    /* The numbers of inodes the kernel forgot, by a hash of their keys
+     * (mi_numbers_*): the name's next inode takes its number back, so a
+     * number stays the file's across drop_caches and memory pressure. GNU
+     * tar extracts a symlink with ".." as an empty placeholder file first
+     * and, at its end, replaces it only if the placeholder still has its
+     * device and inode number: a number that changed left an empty file
+     * where the symlink was. A cache, one entry per slot (a collision
+     * overwrites), growing to MI_NUMBERS_MAX slots. */
+    struct mi_number {
+        uint64_t h;   /* 0: free */
+        uint64_t ino; /* the top bit: a directory's */
+    } *numbers;
+    size_t numbers_cap, numbers_since_growth;
 };
 
 /* A name in dir was made, changed or removed through the mount. */
@@ -287,6 +300,13 @@ void mi_links_add(struct om_meta *m, const char *dirkey, const char *name);
  * name that was replaced since, or a hash collision, answers true too: the
  * caller then asks the store (one HEAD), never trusts this for the type. */
 bool mi_links_has(const struct om_meta *m, const char *dirkey, const char *name);
+
+/* Remember the number of i, which is being freed (a linked, current
+ * inode), for the next inode of its name. */
+void mi_numbers_keep(struct om_meta *m, const struct inode *i);
+/* The number a freed inode of dirkey + name of this type had, taken out
+ * of the cache; 0 when none is known or it is in use. */
+uint64_t mi_numbers_take(struct om_meta *m, const char *dirkey, const char *name, bool is_dir);
 
 /* The extra of i, allocated when missing; NULL on ENOMEM. */
 struct inode_extra *mi_extra(struct om_meta *m, struct inode *i);

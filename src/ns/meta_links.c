@@ -94,3 +94,55 @@ void mi_listing_drop_times(struct om_meta *m, const char *dirkey, const struct l
     }
 }
 
+
+/* At most this many remembered numbers (1 MiB), and a sixteenth of the
+ * metadata budget. */
+#define MI_NUMBERS_MAX (1u << 16)
+#define MI_NUMBERS_MIN 1024u
+#define MI_NUMBER_DIR (1ULL << 63)
+
+static bool numbers_grow(struct om_meta *m)
+{
+    size_t cap = m->numbers_cap ? 2 * m->numbers_cap : MI_NUMBERS_MIN;
+    if (cap > MI_NUMBERS_MAX ||
+        (m->cfg.memory_budget && cap * sizeof(struct mi_number) > m->cfg.memory_budget / 16))
+        return m->numbers_cap > 0;
+    struct mi_number *v = calloc(cap, sizeof(*v));
+    if (!v)
+        return m->numbers_cap > 0;
+    mi_mem_charge(&m->mem, v);
+    for (size_t k = 0; k < m->numbers_cap; k++) {
+        if (m->numbers[k].h)
+            v[m->numbers[k].h & (cap - 1)] = m->numbers[k];
+    }
+    mi_mem_free(&m->mem, m->numbers);
+    m->numbers = v;
+    m->numbers_cap = cap;
+    m->numbers_since_growth = 0;
+    return true;
+}
+
+void mi_numbers_keep(struct om_meta *m, const struct inode *i)
+{
+    if (!i->linked || i->retired || !i->parent || !i->parent->is_dir)
+        return;
+    if ((!m->numbers_cap || m->numbers_since_growth >= m->numbers_cap / 2) && !numbers_grow(m))
+        return;
+    uint64_t h = link_hash(i->parent->d->key, mi_name(i));
+    m->numbers[h & (m->numbers_cap - 1)] =
+        (struct mi_number){.h = h, .ino = i->ino | (i->is_dir ? MI_NUMBER_DIR : 0)};
+    m->numbers_since_growth++;
+}
+
+uint64_t mi_numbers_take(struct om_meta *m, const char *dirkey, const char *name, bool is_dir)
+{
+    if (!m->numbers_cap)
+        return 0;
+    uint64_t h = link_hash(dirkey, name);
+    struct mi_number *e = &m->numbers[h & (m->numbers_cap - 1)];
+    if (e->h != h || ((e->ino & MI_NUMBER_DIR) != 0) != is_dir)
+        return 0;
+    uint64_t ino = e->ino & ~MI_NUMBER_DIR;
+    *e = (struct mi_number){0};
+    return mi_table_ino(&m->inodes, ino) ? 0 : ino;
+}

@@ -197,16 +197,18 @@ def test_tar_x_round_trips(rw_mount, bucket, src, tmp_path):
 def test_a_tree_the_kernel_forgot_shows_its_own_times_modes_and_links(rw_mount, bucket, src,
                                                                      tmp_path):
     """Listings carry no metadata. A tree written here keeps its own times,
-    modes and symlinks once the kernel forgot its inodes (drop_caches, as
-    memory pressure does): `ls -l` showed upload times, the mount's mode
-    and, now and then, a symlink as an empty file (rsync then saw every
-    file changed)."""
+    modes, symlinks and inode numbers once the kernel forgot its inodes
+    (drop_caches, as memory pressure does): `ls -l` showed upload times and
+    the mount's mode (rsync then saw every file changed), and a `tar -x`
+    that another process's drop_caches met left an empty file where a
+    symlink with ".." belonged (its placeholder had a new number)."""
     arch = str(tmp_path / "t.tar")
     run(["tar", "-C", src, "-cf", arch, "."])
     m = rw_mount(bucket)
     os.mkdir(m.join("t"))
     run(["tar", "-C", m.join("t"), "-xpf", arch])
     compare(m.join("t"), src, "tar x", list_too=False)
+    inos = {p: os.lstat(m.join("t", p)).st_ino for p in trees.walk_paths(m.join("t"))}
     before = admin.stats_json(m.path)["metadata"]["inodes"]
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("2\n")  # dentries and inodes
@@ -214,6 +216,11 @@ def test_a_tree_the_kernel_forgot_shows_its_own_times_modes_and_links(rw_mount, 
     # the case happened: the kernel forgot the tree's files (14 paths)
     assert after <= before - 10, (before, after)
     compare(m.join("t"), src, "tar x, the kernel forgot it", listing_first=True)
+    # and every path keeps its inode number: GNU tar replaces the empty
+    # placeholder of a symlink with ".." by the link at its end only if the
+    # placeholder's number is the same (a new one left an empty file)
+    again = {p: os.lstat(m.join("t", p)).st_ino for p in inos}
+    assert again == inos, {p: (inos[p], again[p]) for p in inos if again[p] != inos[p]}
     # rsync finds nothing to do: no file, link or directory (time, mode)
     r = run(["rsync", "-a", "--itemize-changes", src + "/", m.join("t") + "/"])
     assert not r.stdout.strip(), r.stdout

@@ -498,6 +498,43 @@ START_TEST(test_a_files_own_time_outlives_its_inode_and_its_listing)
 }
 END_TEST
 
+START_TEST(test_a_name_gets_its_number_back_after_the_kernel_forgot_it)
+{
+    /* GNU tar keeps a placeholder file for a symlink with ".." and replaces
+     * it at the end only if its inode number is the same: drop_caches in
+     * between gave it a new one, and the placeholder stayed */
+    struct om_meta *m = new_meta_mode(OM_META_LISTING);
+    uint64_t d = add(m, OM_ROOT_INO, "d", true, NULL);
+    install_files(m, d, 50, md5);
+    struct om_attr at, sub;
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00007.jpg", &at), 0);
+    ck_assert_int_eq(om_meta_lookup(m, d, "sub", &sub), 0);
+    uint64_t was = at.ino, was_dir = sub.ino;
+    om_meta_forget(m, at.ino, 1);
+    om_meta_forget(m, sub.ino, 1);
+    pthread_mutex_lock(&m->lock);
+    ck_assert_ptr_null(mi_inode_get(m, was)); /* the case happened: both are gone */
+    ck_assert_ptr_null(mi_inode_get(m, was_dir));
+    pthread_mutex_unlock(&m->lock);
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00008.jpg", &at), 0); /* a name not seen */
+    ck_assert_uint_ne(at.ino, was);
+    ck_assert_uint_ne(at.ino, was_dir);
+    om_meta_forget(m, at.ino, 1);
+    ck_assert_int_eq(om_meta_lookup(m, d, "file-00007.jpg", &at), 0);
+    ck_assert_uint_eq(at.ino, was);
+    ck_assert_int_eq(om_meta_lookup(m, d, "sub", &sub), 0);
+    ck_assert_uint_eq(sub.ino, was_dir);
+    /* a number in use is never given twice: file-00007 holds it still */
+    om_meta_forget(m, sub.ino, 1);
+    ck_assert_int_eq(om_meta_lookup(m, d, "sub", &sub), 0);
+    ck_assert_uint_eq(sub.ino, was_dir);
+    ck_assert_uint_ne(sub.ino, at.ino);
+    om_meta_forget(m, at.ino, 1);
+    om_meta_forget(m, sub.ino, 1);
+    om_meta_free(m);
+}
+END_TEST
+
 START_TEST(test_every_byte_charged_is_uncharged)
 {
     struct om_meta *m = new_meta_mode(OM_META_LISTING);
@@ -529,9 +566,10 @@ START_TEST(test_every_byte_charged_is_uncharged)
     ck_assert_uint_gt(mi_evict_listings(m, UINT64_MAX), 0);
     ck_assert_ptr_null(mi_inode_get(m, d));
     /* what stays by design: f's name among those with metadata of their
-     * own (mode 0600), for its next lookup to HEAD */
+     * own (mode 0600), for its next lookup to HEAD, and the numbers of the
+     * inodes forgotten, for their names' next inodes */
     ck_assert_uint_eq(m->nlinks, 1);
-    uint64_t kept = mi_mem_size(m->links);
+    uint64_t kept = mi_mem_size(m->links) + mi_mem_size(m->numbers);
     pthread_mutex_unlock(&m->lock);
     ck_assert_uint_eq(mem_of(m), empty + kept);
     om_meta_free(m);
@@ -920,6 +958,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_page_cache_is_kept_while_the_etag_is_the_one_cached);
     tcase_add_test(tc, test_budget_frees_from_past_it_down_to_the_low_mark);
     tcase_add_test(tc, test_a_files_own_time_outlives_its_inode_and_its_listing);
+    tcase_add_test(tc, test_a_name_gets_its_number_back_after_the_kernel_forgot_it);
     tcase_add_test(tc, test_every_byte_charged_is_uncharged);
     tcase_add_test(tc, test_a_forgotten_directory_keeps_its_fresh_listing);
     tcase_add_test(tc, test_listings_go_least_recently_used_first_and_never_while_read);
