@@ -192,6 +192,17 @@ def test_a_remount_reads_the_kept_index_and_a_replaced_shard_is_new(rw_mount, bu
     m = live(rw_mount, bucket, "attr_timeout=0,entry_timeout=0")
     assert sorted(tree_of(m.join("s.tar"))) == sorted(members_of(v1))
     assert stats(m)["index_builds"] == 1
+    # the kernel forgets the shard's directory: it comes back under its
+    # number, which finds the shard as it was (no second attach)
+    ino = os.stat(m.join("s.tar")).st_ino
+    before = admin.stats_json(m.path)["metadata"]["inodes"]
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+    assert admin.stats_json(m.path)["metadata"]["inodes"] < before  # the case happened
+    assert sorted(tree_of(m.join("s.tar"), with_bytes=False)) == sorted(members_of(v1))
+    assert os.stat(m.join("s.tar")).st_ino == ino
+    st = stats(m)
+    assert st["opened"] == 1 and st["index_builds"] == 1 and st["index_hits"] == 0, st
     m.unmount()
     assert os.listdir(os.path.join(cache_dir, "shards"))
     # a remount with the same cache_dir: no second pass over the shard
