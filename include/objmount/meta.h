@@ -147,6 +147,13 @@ int om_meta_object(struct om_meta *m, uint64_t ino, char **key, bool *exists,
 /* A commit stored size/etag/mtime (and the metadata fields set in obj) for
  * ino. The kernel page cache now holds these bytes. */
 void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *obj);
+/* The file at path (relative, '/'-separated) under directory dir, moved
+ * there by a copy (a directory's rename) that is now copy (NULL: not
+ * known): its inode and its listing entry, where this mount has them,
+ * take the copy's version; metadata a listing does not show (a symlink, a
+ * mode, an own time) is remembered for the name's next lookup. */
+void om_meta_moved(struct om_meta *m, uint64_t dir, const char *path,
+                   const struct om_object *copy);
 
 /* A version token a read learned by a HEAD for ino, listed without one
  * (AIStore's S3 API): kept on the inode and its listing entry while they

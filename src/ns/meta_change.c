@@ -431,6 +431,44 @@ void om_meta_renamed(struct om_meta *m, uint64_t parent, const char *name, uint6
     pthread_mutex_unlock(&m->lock);
 }
 
+void om_meta_moved(struct om_meta *m, uint64_t dir, const char *path,
+                   const struct om_object *copy)
+{
+    char name[NAME_MAX_BYTES + 1];
+    const char *etag = copy ? copy->etag : "";
+    pthread_mutex_lock(&m->lock);
+    struct inode *d = mi_inode_get(m, dir);
+    for (const char *p = path; d && d->is_dir;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 0 || len > NAME_MAX_BYTES)
+            break; /* a directory marker ("x/"), or no name */
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (slash) { /* a directory on the way: only what this mount holds */
+            d = mi_child_get(d, name);
+            p = slash + 1;
+            continue;
+        }
+        /* the copy carries the source's metadata (own time, mode) */
+        struct inode *i = mi_child_get(d, name);
+        if (i && !i->is_dir && !i->pending)
+            mi_inode_set_etag(m, i, etag);
+        struct listing *l = d->d->listing;
+        struct dentry *e = l ? mi_listing_find(l, name) : NULL;
+        if (e && !e->is_dir && !e->gone)
+            mi_listing_set_etag(l, e, etag);
+        /* what the source's inode knew went with it if it was live; if
+         * the kernel had forgotten it, the old name's memory is not the
+         * new name's: the copy's metadata says what a listing cannot */
+        if (!i && copy && m->cfg.metadata != OM_META_LISTING &&
+            (copy->has_mode || copy->has_uid || copy->has_gid || copy->has_mtime))
+            mi_links_add(m, d->d->key, name);
+        break;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 bool om_meta_has_pending(struct om_meta *m, uint64_t ino)
 {
     pthread_mutex_lock(&m->lock);

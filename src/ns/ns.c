@@ -495,6 +495,7 @@ static int rename_file(struct om_ns *ns, uint64_t ino, const char *src, const ch
 
 struct key_list {
     char **v;
+    struct om_object **copy; /* the copy's version and metadata, per key (rename_dir) */
     size_t n, cap;
     uint64_t limit;
     int error;
@@ -519,13 +520,29 @@ static int collect_key(void *ud, const struct om_list_entry *e)
     return 0;
 }
 
-static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
+static void key_list_free(struct key_list *k)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        free(k->v[i]);
+        free(k->copy ? k->copy[i] : NULL);
+    }
+    free(k->v);
+    free(k->copy);
+}
+
+/* Copy every key under src to dst, then delete the old keys. keys
+ * receives the old keys and each copy's version and metadata (a copy of a
+ * multipart object has another ETag than its source: versitygw, S3), for
+ * the namespace's moved entries. */
+static int rename_dir(struct om_ns *ns, const char *src, const char *dst, struct key_list *keys_out)
 {
     if (om_writers_busy_under(ns->writers, src))
         return -EBUSY;
     struct key_list keys = {.limit = ns->cfg.max_rename_keys};
     struct om_store_error err;
     int rc = om_store_list_all(ns->store, src, NULL, collect_key, &keys, &err);
+    if (!rc && keys.n && !(keys.copy = calloc(keys.n, sizeof(*keys.copy))))
+        rc = -ENOMEM;
     if (rc == -EXDEV)
         om_info("renaming %s: more than %" PRIu64 " keys (max_rename_keys); mv copies it instead",
                 src, ns->cfg.max_rename_keys);
@@ -535,11 +552,14 @@ static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
     bool in_place = om_store_caps(ns->store)->rename;
     for (size_t i = 0; i < keys.n && !rc; i++) {
         char *to = NULL;
+        struct om_object copy = {0};
         if (asprintf(&to, "%s%s", dst, keys.v[i] + slen) < 0)
             rc = -ENOMEM;
         else
-            rc = in_place ? rename_object(ns, keys.v[i], to, NULL)
-                          : copy_object(ns, keys.v[i], to, NULL);
+            rc = in_place ? rename_object(ns, keys.v[i], to, &copy)
+                          : copy_object(ns, keys.v[i], to, &copy);
+        if (!rc && (keys.copy[i] = malloc(sizeof(copy))))
+            *keys.copy[i] = copy; /* NULL (ENOMEM): the version stays unknown */
         free(to);
     }
     for (size_t i = 0; i < keys.n && !rc && !in_place; i++) {
@@ -551,9 +571,10 @@ static int rename_dir(struct om_ns *ns, const char *src, const char *dst)
         om_error("renaming directory %s to %s failed (%s): it is renamed only in part; the old "
                  "keys are kept until every copy exists",
                  src, dst, strerror(-rc));
-    for (size_t i = 0; i < keys.n; i++)
-        free(keys.v[i]);
-    free(keys.v);
+    if (rc)
+        key_list_free(&keys);
+    else
+        *keys_out = keys;
     return rc;
 }
 
@@ -590,11 +611,16 @@ int om_ns_rename(struct om_ns *ns, uint64_t parent, const char *name, uint64_t n
         rc = -ENOMEM;
     if (!rc)
         rc = key_refused(ns, dst);
+    struct key_list moved = {0};
     if (!rc)
-        rc = dir ? rename_dir(ns, src, dst)
+        rc = dir ? rename_dir(ns, src, dst, &moved)
                  : rename_file(ns, a.ino, src, dst, exists == 0 ? b.ino : 0, &copy);
     if (!rc)
         om_meta_renamed(ns->meta, parent, name, newparent, newname);
+    /* what the tree's files are now: the copies' versions */
+    for (size_t i = 0; !rc && i < moved.n; i++)
+        om_meta_moved(ns->meta, a.ino, moved.v[i] + strlen(src), moved.copy[i]);
+    key_list_free(&moved);
     if (!rc && !dir && copy.etag[0])
         om_meta_committed(ns->meta, a.ino, &copy); /* the copy's ETag, not the source's */
     free(src);
