@@ -146,6 +146,14 @@ static struct dentry *entry_new(struct listing *l, const char *name, bool is_dir
     return d;
 }
 
+void mi_listing_set_mtime(struct listing *l, struct dentry *d, time_t mtime)
+{
+    d->mtime = mtime;
+    if (d->own_mtime)
+        l->own_mtimes--;
+    d->own_mtime = false;
+}
+
 struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag)
 {
     if (mi_dentry_set_etag(d, etag))
@@ -173,10 +181,7 @@ int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t si
         /* the name comes back */
         old->gone = false;
         old->size = size;
-        old->mtime = mtime;
-        if (old->own_mtime) /* another version */
-            l->own_mtimes--;
-        old->own_mtime = false;
+        mi_listing_set_mtime(l, old, mtime); /* another version */
         if (!old->is_dir)
             mi_listing_set_etag(l, old, etag);
         return 0;

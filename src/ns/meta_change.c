@@ -148,10 +148,7 @@ void om_meta_committed(struct om_meta *m, uint64_t ino, const struct om_object *
                 /* the listing keeps names and sizes; a stale ETag is only a
                  * hint, the inode above is what stat shows */
                 d->size = obj->size;
-                d->mtime = obj->mtime;
-                if (d->own_mtime) /* the inode above has it */
-                    l->own_mtimes--;
-                d->own_mtime = false;
+                mi_listing_set_mtime(l, d, obj->mtime); /* the inode above has its own */
                 mi_listing_set_etag(l, d, obj->etag);
             }
         }

@@ -363,6 +363,8 @@ struct dentry *mi_listing_find(const struct listing *l, const char *name);
 /* Set the ETag of l's entry d: the entry (d, or a new record in d's place
  * when the text needs more room; ENOMEM leaves the ETag unknown). */
 struct dentry *mi_listing_set_etag(struct listing *l, struct dentry *d, const char *etag);
+/* The listing's (upload) time for d: an own time d kept goes. */
+void mi_listing_set_mtime(struct listing *l, struct dentry *d, time_t mtime);
 /* The entry number of name in l, or -1. */
 long mi_listing_pos(const struct listing *l, const char *name);
 int mi_listing_add(struct listing *l, const char *name, bool is_dir, uint64_t size, time_t mtime,
